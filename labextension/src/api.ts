@@ -1,0 +1,171 @@
+// Copyright (c) jupyter-tool-terminal developers.
+// Distributed under the terms of the Modified BSD License.
+
+import { URLExt } from '@jupyterlab/coreutils';
+import { ServerConnection } from '@jupyterlab/services';
+
+import type { ISessionModel, IToolInstance } from './tokens';
+import { URL_NAMESPACE } from './tokens';
+
+/**
+ * Call a REST route of the server extension.
+ *
+ * @param endPoint - The path below `<base_url>/tool-terminal/api/`.
+ * @param serverSettings - The server settings (base URL, token, XSRF).
+ * @param init - The request options.
+ * @returns The parsed JSON body, or `null` for an empty body.
+ * @throws {ServerConnection.ResponseError} on a non-2xx answer, with the
+ *   server's message when it sent one.
+ * @throws {ServerConnection.NetworkError} when the server cannot be reached.
+ */
+export async function requestAPI<T>(
+  endPoint: string,
+  serverSettings: ServerConnection.ISettings,
+  init: RequestInit = {}
+): Promise<T> {
+  const url = URLExt.join(serverSettings.baseUrl, URL_NAMESPACE, 'api', endPoint);
+  let response: Response;
+  try {
+    response = await ServerConnection.makeRequest(url, init, serverSettings);
+  } catch (error) {
+    throw new ServerConnection.NetworkError(error as TypeError);
+  }
+  const text = await response.text();
+  let data: unknown = null;
+  if (text.length > 0) {
+    try {
+      data = JSON.parse(text);
+    } catch {
+      data = text;
+    }
+  }
+  if (!response.ok) {
+    throw new ServerConnection.ResponseError(response, Private.message(data));
+  }
+  return data as T;
+}
+
+/**
+ * List the tool instances of the current user.
+ *
+ * @param serverSettings - The server settings.
+ * @returns The instances, in the server's order.
+ */
+export async function listInstances(
+  serverSettings: ServerConnection.ISettings
+): Promise<IToolInstance[]> {
+  const data = await requestAPI<unknown>('instances', serverSettings);
+  if (!Array.isArray(data)) {
+    throw new Error('Unexpected answer listing tool instances');
+  }
+  return data.filter(Private.isInstance);
+}
+
+/**
+ * Start a new terminal session in a tool instance.
+ *
+ * @param instance - The tool instance id.
+ * @param serverSettings - The server settings.
+ * @returns The new session.
+ */
+export async function createSession(
+  instance: string,
+  serverSettings: ServerConnection.ISettings
+): Promise<ISessionModel> {
+  return requestAPI<ISessionModel>('sessions', serverSettings, {
+    method: 'POST',
+    body: JSON.stringify({ instance })
+  });
+}
+
+/**
+ * Get a session of the current user.
+ *
+ * @param id - The session id.
+ * @param serverSettings - The server settings.
+ * @returns The session.
+ */
+export async function getSession(
+  id: string,
+  serverSettings: ServerConnection.ISettings
+): Promise<ISessionModel> {
+  return requestAPI<ISessionModel>(
+    `sessions/${encodeURIComponent(id)}`,
+    serverSettings
+  );
+}
+
+/**
+ * Reset a session: its shell is killed and a new one starts, with the
+ * startup command again; attached clients stay attached.
+ *
+ * @param id - The session id.
+ * @param serverSettings - The server settings.
+ */
+export async function resetSession(
+  id: string,
+  serverSettings: ServerConnection.ISettings
+): Promise<void> {
+  await requestAPI<unknown>(
+    `sessions/${encodeURIComponent(id)}/reset`,
+    serverSettings,
+    { method: 'POST' }
+  );
+}
+
+/**
+ * Delete a session: its processes are killed in the container.
+ *
+ * @param id - The session id.
+ * @param serverSettings - The server settings.
+ */
+export async function deleteSession(
+  id: string,
+  serverSettings: ServerConnection.ISettings
+): Promise<void> {
+  await requestAPI<unknown>(
+    `sessions/${encodeURIComponent(id)}`,
+    serverSettings,
+    { method: 'DELETE' }
+  );
+}
+
+/**
+ * Module internals.
+ */
+namespace Private {
+  /**
+   * Extract a human-readable message from an error body.
+   */
+  export function message(data: unknown): string | undefined {
+    if (typeof data === 'string' && data.length > 0) {
+      return data;
+    }
+    if (data !== null && typeof data === 'object') {
+      const body = data as { message?: unknown; reason?: unknown };
+      if (typeof body.message === 'string' && body.message.length > 0) {
+        return body.message;
+      }
+      if (typeof body.reason === 'string' && body.reason.length > 0) {
+        return body.reason;
+      }
+    }
+    return undefined;
+  }
+
+  /**
+   * Whether a listed item has the fields of a tool instance.
+   */
+  export function isInstance(item: unknown): item is IToolInstance {
+    if (item === null || typeof item !== 'object') {
+      return false;
+    }
+    const value = item as Record<string, unknown>;
+    return (
+      typeof value.id === 'string' &&
+      typeof value.tool === 'string' &&
+      typeof value.display_name === 'string' &&
+      typeof value.status === 'string'
+    );
+  }
+}

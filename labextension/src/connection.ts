@@ -1,0 +1,580 @@
+// Copyright (c) jupyter-tool-terminal developers.
+// Distributed under the terms of the Modified BSD License.
+
+import { URLExt } from '@jupyterlab/coreutils';
+import { ServerConnection } from '@jupyterlab/services';
+import type { Terminal } from '@jupyterlab/services';
+import type { JSONPrimitive } from '@lumino/coreutils';
+import type { ISignal } from '@lumino/signaling';
+import { Signal } from '@lumino/signaling';
+
+import { createSession, deleteSession, resetSession } from './api';
+import type { ISessionModel } from './tokens';
+import { URL_NAMESPACE } from './tokens';
+
+/**
+ * Build the WebSocket URL of a tool terminal session.
+ *
+ * The URL is derived from the server settings' `wsUrl` (which carries the
+ * server's base URL, e.g. a JupyterHub prefix `/user/alice/`). The token is
+ * appended only when the settings ask for it (`appendToken`) and one is set;
+ * a same-origin JupyterLab authenticates the socket with its cookie.
+ *
+ * @param sessionId - The session id.
+ * @param settings - The server settings.
+ * @returns The `ws:`/`wss:` URL.
+ */
+export function webSocketUrl(
+  sessionId: string,
+  settings: ServerConnection.ISettings
+): string {
+  let url = URLExt.join(
+    settings.wsUrl,
+    URL_NAMESPACE,
+    'websocket',
+    encodeURIComponent(sessionId)
+  );
+  if (settings.appendToken && settings.token !== '') {
+    url += `?token=${encodeURIComponent(settings.token)}`;
+  }
+  return url;
+}
+
+/**
+ * A terminal connection to a tool terminal session.
+ *
+ * It implements JupyterLab's `Terminal.ITerminalConnection`, so that
+ * JupyterLab's own terminal widget (`@jupyterlab/terminal`) can render it,
+ * against `/tool-terminal/websocket/{session_id}`.
+ *
+ * Besides the `stdout` and `disconnect` messages the widget understands, the
+ * server sends `exit` (the shell's exit code) and `error` (a message the user
+ * must read): they are emitted on {@link exited} and {@link errorReceived}.
+ *
+ * One connection stays with one panel: when its session ends,
+ * {@link startNewSession} replaces it with a new session in the same tool
+ * instance and connects to it.
+ */
+export class ToolTerminalConnection implements Terminal.ITerminalConnection {
+  /**
+   * Construct a new connection.
+   *
+   * @param options - The session to connect to and the server settings.
+   */
+  constructor(options: ToolTerminalConnection.IOptions) {
+    this._session = options.session;
+    this.serverSettings =
+      options.serverSettings ?? ServerConnection.makeSettings();
+    this._maxReconnects = options.maxReconnects ?? 3;
+    this._reconnectDelay = options.reconnectDelay ?? 1000;
+    this._createSocket();
+  }
+
+  /**
+   * A signal emitted when a message is received from the server.
+   */
+  get messageReceived(): ISignal<this, Terminal.IMessage> {
+    return this._messageReceived;
+  }
+
+  /**
+   * A signal emitted when the connection status changes.
+   */
+  get connectionStatusChanged(): ISignal<this, Terminal.ConnectionStatus> {
+    return this._connectionStatusChanged;
+  }
+
+  /**
+   * A signal emitted with the shell's exit code when the shell ends.
+   */
+  get exited(): ISignal<this, number | null> {
+    return this._exited;
+  }
+
+  /**
+   * A signal emitted with an error message the user must read.
+   */
+  get errorReceived(): ISignal<this, string> {
+    return this._errorReceived;
+  }
+
+  /**
+   * A signal emitted when the socket closed without the session ending and
+   * could not be reopened.
+   */
+  get connectionLost(): ISignal<this, void> {
+    return this._connectionLost;
+  }
+
+  /**
+   * A signal emitted when the connection switched to a new session.
+   */
+  get sessionChanged(): ISignal<this, ISessionModel> {
+    return this._sessionChanged;
+  }
+
+  /**
+   * A signal emitted when the connection is disposed.
+   */
+  get disposed(): ISignal<this, void> {
+    return this._disposed;
+  }
+
+  /**
+   * The server settings of the connection.
+   */
+  readonly serverSettings: ServerConnection.ISettings;
+
+  /**
+   * The session id (the terminal "name" for JupyterLab's widget).
+   */
+  get name(): string {
+    return this._session.id;
+  }
+
+  /**
+   * The terminal model for JupyterLab's widget.
+   */
+  get model(): Terminal.IModel {
+    return { name: this._session.id };
+  }
+
+  /**
+   * The current session.
+   */
+  get session(): ISessionModel {
+    return this._session;
+  }
+
+  /**
+   * The tool instance id of the session.
+   */
+  get instance(): string {
+    return this._session.instance;
+  }
+
+  /**
+   * The connection status.
+   */
+  get connectionStatus(): Terminal.ConnectionStatus {
+    return this._connectionStatus;
+  }
+
+  /**
+   * Whether the session has ended (shell exited, killed or the connection
+   * was lost for good).
+   */
+  get hasEnded(): boolean {
+    return this._ended;
+  }
+
+  /**
+   * The exit code of the shell, once it ended with one.
+   */
+  get exitCode(): number | null {
+    return this._exitCode;
+  }
+
+  /**
+   * Whether the connection is disposed.
+   */
+  get isDisposed(): boolean {
+    return this._isDisposed;
+  }
+
+  /**
+   * Send a message to the session.
+   *
+   * Only `stdin` and `set_size` are sent; messages sent before the socket is
+   * open are queued. The last size is remembered and sent again on every new
+   * socket, so a reconnected or new session gets the panel's size.
+   *
+   * @param message - The message.
+   */
+  send(message: Terminal.IMessage): void {
+    if (this._isDisposed) {
+      return;
+    }
+    const content = message.content ?? [];
+    if (message.type === 'set_size') {
+      this._size = content.slice(0, 2);
+    } else if (message.type !== 'stdin') {
+      return;
+    }
+    const frame = JSON.stringify([message.type, ...content]);
+    if (
+      this._ws !== null &&
+      this._ws.readyState === Private.OPEN &&
+      this._connectionStatus === 'connected'
+    ) {
+      this._ws.send(frame);
+    } else if (message.type === 'stdin' && !this._ended) {
+      if (this._pending.length < Private.MAX_PENDING) {
+        this._pending.push(frame);
+      }
+    }
+  }
+
+  /**
+   * Reconnect to the current session with a new socket.
+   *
+   * @returns A promise that resolves when the socket is open, or rejects
+   *   when it cannot be opened.
+   */
+  async reconnect(): Promise<void> {
+    if (this._isDisposed) {
+      throw new Error('Connection is disposed');
+    }
+    this._reconnectAttempt = 0;
+    this._ended = false;
+    this._createSocket();
+    return this._opened();
+  }
+
+  /**
+   * Start a new session in the same tool instance and connect to it.
+   *
+   * The previous session's socket is closed (the server kills a session
+   * whose last client disconnects).
+   *
+   * @returns The new session.
+   */
+  async startNewSession(): Promise<ISessionModel> {
+    if (this._isDisposed) {
+      throw new Error('Connection is disposed');
+    }
+    const session = await createSession(
+      this._session.instance,
+      this.serverSettings
+    );
+    if (this._isDisposed) {
+      await deleteSession(session.id, this.serverSettings).catch(() => {
+        /* the server kills it without a client anyway */
+      });
+      throw new Error('Connection is disposed');
+    }
+    this._session = session;
+    this._exitCode = null;
+    this._sessionChanged.emit(session);
+    await this.reconnect();
+    return session;
+  }
+
+  /**
+   * Reset the session: the server kills the shell and everything it started
+   * and starts a new one (with the startup command); this socket stays.
+   */
+  async reset(): Promise<void> {
+    await resetSession(this._session.id, this.serverSettings);
+  }
+
+  /**
+   * Shut down the session (its processes are killed) and dispose of the
+   * connection.
+   */
+  async shutdown(): Promise<void> {
+    const id = this._session.id;
+    const wasEnded = this._ended;
+    this.dispose();
+    if (!wasEnded) {
+      try {
+        await deleteSession(id, this.serverSettings);
+      } catch (error) {
+        // A session that is already gone (403 for unknown) is shut down.
+        if (
+          !(error instanceof ServerConnection.ResponseError) ||
+          error.response.status !== 403
+        ) {
+          throw error;
+        }
+      }
+    }
+  }
+
+  /**
+   * Dispose of the connection: close the socket (which ends the session on
+   * the server when it was the last client).
+   */
+  dispose(): void {
+    if (this._isDisposed) {
+      return;
+    }
+    this._isDisposed = true;
+    this._clearReconnect();
+    this._closeSocket();
+    this._updateConnectionStatus('disconnected');
+    this._disposed.emit();
+    Signal.clearData(this);
+  }
+
+  /**
+   * Open a new socket to the current session, closing the previous one.
+   */
+  private _createSocket(): void {
+    this._clearReconnect();
+    this._closeSocket();
+    this._updateConnectionStatus('connecting');
+    const url = webSocketUrl(this._session.id, this.serverSettings);
+    const ws = new this.serverSettings.WebSocket(url);
+    this._ws = ws;
+    this._openFailed = false;
+    ws.onopen = () => {
+      if (ws !== this._ws) {
+        return;
+      }
+      this._reconnectAttempt = 0;
+      this._updateConnectionStatus('connected');
+      if (this._size !== null) {
+        ws.send(JSON.stringify(['set_size', ...this._size]));
+      }
+      const pending = this._pending;
+      this._pending = [];
+      for (const frame of pending) {
+        ws.send(frame);
+      }
+    };
+    ws.onmessage = (event: MessageEvent) => {
+      if (ws !== this._ws) {
+        return;
+      }
+      this._onFrame(event.data);
+    };
+    ws.onerror = () => {
+      if (ws === this._ws && this._connectionStatus !== 'connected') {
+        this._openFailed = true;
+      }
+    };
+    ws.onclose = () => {
+      if (ws !== this._ws) {
+        return;
+      }
+      this._onClose();
+    };
+  }
+
+  /**
+   * Close the current socket without reacting to its close event.
+   */
+  private _closeSocket(): void {
+    const ws = this._ws;
+    this._ws = null;
+    if (ws !== null) {
+      ws.onopen = null;
+      ws.onmessage = null;
+      ws.onerror = null;
+      ws.onclose = null;
+      if (
+        ws.readyState === Private.OPEN ||
+        ws.readyState === Private.CONNECTING
+      ) {
+        ws.close();
+      }
+    }
+  }
+
+  /**
+   * Handle one text frame from the server.
+   */
+  private _onFrame(data: unknown): void {
+    if (typeof data !== 'string') {
+      return;
+    }
+    let frame: unknown;
+    try {
+      frame = JSON.parse(data);
+    } catch {
+      return;
+    }
+    if (!Array.isArray(frame) || typeof frame[0] !== 'string') {
+      return;
+    }
+    const [type, ...content] = frame as [string, ...JSONPrimitive[]];
+    switch (type) {
+      case 'setup':
+        break;
+      case 'stdout':
+        if (typeof content[0] === 'string') {
+          this._messageReceived.emit({ type: 'stdout', content: [content[0]] });
+        }
+        break;
+      case 'exit': {
+        const code = typeof content[0] === 'number' ? content[0] : null;
+        this._exitCode = code;
+        this._ended = true;
+        this._exited.emit(code);
+        break;
+      }
+      case 'error':
+        this._errorReceived.emit(
+          typeof content[0] === 'string' ? content[0] : String(content[0])
+        );
+        break;
+      case 'disconnect':
+        this._ended = true;
+        this._pending = [];
+        this._messageReceived.emit({ type: 'disconnect', content: [1] });
+        break;
+      default:
+        // Unknown message types are ignored, as the protocol says.
+        break;
+    }
+  }
+
+  /**
+   * Handle the close of the current socket: the session ended, or the
+   * connection dropped and is retried a few times.
+   */
+  private _onClose(): void {
+    this._ws = null;
+    if (this._isDisposed) {
+      return;
+    }
+    const unexpected = !this._ended;
+    if (
+      unexpected &&
+      !this._openFailed &&
+      this._reconnectAttempt < this._maxReconnects
+    ) {
+      // The socket dropped: try again, the server may keep the session for
+      // a grace period.
+      const delay = this._reconnectDelay * 2 ** this._reconnectAttempt;
+      this._reconnectAttempt++;
+      this._updateConnectionStatus('connecting');
+      this._reconnectTimer = setTimeout(() => {
+        this._reconnectTimer = null;
+        if (!this._isDisposed) {
+          this._createSocket();
+        }
+      }, delay);
+      return;
+    }
+    if (unexpected) {
+      this._ended = true;
+      this._pending = [];
+      this._connectionLost.emit();
+    }
+    this._updateConnectionStatus('disconnected');
+  }
+
+  /**
+   * Resolve when the current socket opens; reject when it closes first.
+   */
+  private _opened(): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      if (this._connectionStatus === 'connected') {
+        resolve();
+        return;
+      }
+      const onStatus = (
+        _: ToolTerminalConnection,
+        status: Terminal.ConnectionStatus
+      ) => {
+        if (status === 'connected') {
+          this._connectionStatusChanged.disconnect(onStatus);
+          resolve();
+        } else if (status === 'disconnected') {
+          this._connectionStatusChanged.disconnect(onStatus);
+          reject(new Error('The terminal connection could not be opened'));
+        }
+      };
+      this._connectionStatusChanged.connect(onStatus);
+    });
+  }
+
+  /**
+   * Stop a scheduled reconnection.
+   */
+  private _clearReconnect(): void {
+    if (this._reconnectTimer !== null) {
+      clearTimeout(this._reconnectTimer);
+      this._reconnectTimer = null;
+    }
+  }
+
+  /**
+   * Set the connection status and emit it when it changed.
+   */
+  private _updateConnectionStatus(status: Terminal.ConnectionStatus): void {
+    if (this._connectionStatus === status) {
+      return;
+    }
+    this._connectionStatus = status;
+    this._connectionStatusChanged.emit(status);
+  }
+
+  private _session: ISessionModel;
+  private _ws: WebSocket | null = null;
+  private _connectionStatus: Terminal.ConnectionStatus = 'disconnected';
+  private _pending: string[] = [];
+  private _size: JSONPrimitive[] | null = null;
+  private _ended = false;
+  private _exitCode: number | null = null;
+  private _openFailed = false;
+  private _isDisposed = false;
+  private _maxReconnects: number;
+  private _reconnectDelay: number;
+  private _reconnectAttempt = 0;
+  private _reconnectTimer: ReturnType<typeof setTimeout> | null = null;
+  private _messageReceived = new Signal<this, Terminal.IMessage>(this);
+  private _connectionStatusChanged = new Signal<
+    this,
+    Terminal.ConnectionStatus
+  >(this);
+  private _exited = new Signal<this, number | null>(this);
+  private _errorReceived = new Signal<this, string>(this);
+  private _sessionChanged = new Signal<this, ISessionModel>(this);
+  private _connectionLost = new Signal<this, void>(this);
+  private _disposed = new Signal<this, void>(this);
+}
+
+/**
+ * The namespace for `ToolTerminalConnection` statics.
+ */
+export namespace ToolTerminalConnection {
+  /**
+   * The options to construct a connection.
+   */
+  export interface IOptions {
+    /**
+     * The session to connect to.
+     */
+    session: ISessionModel;
+
+    /**
+     * The server settings; JupyterLab's defaults otherwise.
+     */
+    serverSettings?: ServerConnection.ISettings;
+
+    /**
+     * How many times a dropped socket is reopened before giving up
+     * (default 3).
+     */
+    maxReconnects?: number;
+
+    /**
+     * The first reconnection delay in milliseconds, doubled on each attempt
+     * (default 1000).
+     */
+    reconnectDelay?: number;
+  }
+}
+
+/**
+ * Module internals.
+ */
+namespace Private {
+  /**
+   * The most keystroke frames queued while the socket is not open.
+   */
+  export const MAX_PENDING = 256;
+
+  /**
+   * WebSocket `readyState` of a socket still opening.
+   */
+  export const CONNECTING = 0;
+
+  /**
+   * WebSocket `readyState` of an open socket.
+   */
+  export const OPEN = 1;
+}

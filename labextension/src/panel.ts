@@ -1,0 +1,468 @@
+// Copyright (c) jupyter-tool-terminal developers.
+// Distributed under the terms of the Modified BSD License.
+
+import type { ServerConnection } from '@jupyterlab/services';
+import type { ITerminal } from '@jupyterlab/terminal';
+import { Terminal } from '@jupyterlab/terminal';
+import type { ITranslator, TranslationBundle } from '@jupyterlab/translation';
+import { nullTranslator } from '@jupyterlab/translation';
+import type { ISignal } from '@lumino/signaling';
+import { Signal } from '@lumino/signaling';
+import { MessageLoop } from '@lumino/messaging';
+import type { Message } from '@lumino/messaging';
+import { Panel, Widget } from '@lumino/widgets';
+
+import { createSession, getSession } from './api';
+import { ToolTerminalConnection } from './connection';
+import type { ISessionModel } from './tokens';
+import { TRANSLATION_DOMAIN } from './tokens';
+
+/**
+ * The class of a tool terminal panel.
+ */
+const PANEL_CLASS = 'jp-ToolTerminal';
+
+/**
+ * The class of the panel's status bar (exit code, errors, actions).
+ */
+const STATUS_CLASS = 'jp-ToolTerminal-status';
+
+/**
+ * The options JupyterLab's terminal widget must have in a tool terminal: the
+ * panel shows the exit code and offers a new session instead of closing, and
+ * closing the panel kills its session.
+ */
+const FORCED_OPTIONS: Partial<ITerminal.IOptions> = {
+  closeOnExit: false,
+  shutdownOnClose: true,
+  initialCommand: ''
+};
+
+/**
+ * A panel with one terminal session in a tool instance, rendered by
+ * JupyterLab's own terminal widget, and a status bar that shows how the
+ * session ended and offers a new one.
+ */
+export class ToolTerminalPanel extends Panel {
+  /**
+   * Construct a new panel. Call {@link start} to open its session.
+   *
+   * @param options - The tool instance, server settings and terminal options.
+   */
+  constructor(options: ToolTerminalPanel.IOptions) {
+    super();
+    this.addClass(PANEL_CLASS);
+    this.instanceId = options.instance;
+    this._serverSettings = options.serverSettings;
+    this._translator = options.translator ?? nullTranslator;
+    this._trans = this._translator.load(TRANSLATION_DOMAIN);
+    this._terminalOptions = { ...(options.terminalOptions ?? {}) };
+    this._sessionId = options.sessionId ?? null;
+
+    this._status = new Widget();
+    this._status.addClass(STATUS_CLASS);
+    this._status.node.setAttribute('role', 'status');
+    this._message = document.createElement('span');
+    this._message.className = 'jp-ToolTerminal-statusMessage';
+    this._restartButton = Private.button(
+      this._trans.__('Start a new session'),
+      'jp-ToolTerminal-restart jp-mod-accept'
+    );
+    this._restartButton.addEventListener('click', () => {
+      void this.restart().catch(() => {
+        /* shown in the status bar */
+      });
+    });
+    this._status.node.append(this._message, this._restartButton);
+    this._status.hide();
+    this.addWidget(this._status);
+  }
+
+  /**
+   * The tool instance id of the panel.
+   */
+  readonly instanceId: string;
+
+  /**
+   * The connection of the panel, once its first session started.
+   */
+  get connection(): ToolTerminalConnection | null {
+    return this._connection;
+  }
+
+  /**
+   * JupyterLab's terminal widget of the panel, once its first session
+   * started.
+   */
+  get terminal(): Terminal | null {
+    return this._terminal;
+  }
+
+  /**
+   * The current session id, if any.
+   */
+  get sessionId(): string | null {
+    return this._connection?.session.id ?? this._sessionId;
+  }
+
+  /**
+   * Whether the panel's session is live (not ended, not failed).
+   */
+  get isLive(): boolean {
+    return this._connection !== null && !this._connection.hasEnded;
+  }
+
+  /**
+   * A signal emitted when the panel's session changed (first start or new
+   * session).
+   */
+  get sessionChanged(): ISignal<this, ISessionModel> {
+    return this._sessionChanged;
+  }
+
+  /**
+   * Open the panel's session: attach to the session given at construction
+   * if it is still there, otherwise start a new one.
+   *
+   * @returns A promise that resolves when the session exists; failures are
+   *   shown in the panel and re-thrown.
+   */
+  async start(): Promise<void> {
+    if (this._connection !== null) {
+      return;
+    }
+    this._showStatus(this._trans.__('Starting a session…'), false);
+    let session: ISessionModel | null = null;
+    try {
+      if (this._sessionId !== null) {
+        session = await getSession(this._sessionId, this._serverSettings).catch(
+          () => null
+        );
+      }
+      if (session === null) {
+        session = await createSession(this.instanceId, this._serverSettings);
+      }
+    } catch (error) {
+      this._showStatus(
+        this._trans.__(
+          'Could not start a session in %1: %2',
+          this.instanceId,
+          Private.errorText(error)
+        ),
+        true
+      );
+      throw error;
+    }
+    if (this.isDisposed) {
+      return;
+    }
+    this._attach(session);
+  }
+
+  /**
+   * Start a new session in the panel, after the previous one ended.
+   */
+  async restart(): Promise<void> {
+    if (this._connection === null) {
+      return this.start();
+    }
+    this._showStatus(this._trans.__('Starting a new session…'), false);
+    try {
+      await this._connection.startNewSession();
+    } catch (error) {
+      this._showStatus(
+        this._trans.__(
+          'Could not start a session in %1: %2',
+          this.instanceId,
+          Private.errorText(error)
+        ),
+        true
+      );
+      throw error;
+    }
+  }
+
+  /**
+   * Reset the session: kill the shell and run the startup command again, in
+   * this panel.
+   */
+  async reset(): Promise<void> {
+    if (this._connection === null || this._connection.hasEnded) {
+      return this.restart();
+    }
+    await this._connection.reset();
+  }
+
+  /**
+   * Kill the panel's session.
+   */
+  async closeSession(): Promise<void> {
+    const connection = this._connection;
+    if (connection !== null) {
+      await connection.shutdown();
+    }
+  }
+
+  /**
+   * Set an option of the terminal widget (from the user's terminal settings).
+   * The options the panel relies on (`closeOnExit`, `shutdownOnClose`,
+   * `initialCommand`) are not changed.
+   *
+   * @param option - The option name.
+   * @param value - The option value.
+   */
+  setTerminalOption<K extends keyof ITerminal.IOptions>(
+    option: K,
+    value: ITerminal.IOptions[K]
+  ): void {
+    if (option in FORCED_OPTIONS) {
+      return;
+    }
+    this._terminalOptions[option] = value;
+    if (this._terminal !== null) {
+      this._terminal.setOption(option, value);
+    }
+  }
+
+  /**
+   * Dispose of the panel, its terminal widget and its connection (which
+   * kills the session).
+   */
+  dispose(): void {
+    if (this.isDisposed) {
+      return;
+    }
+    const connection = this._connection;
+    super.dispose();
+    if (connection !== null && !connection.isDisposed) {
+      void connection.shutdown().catch(() => {
+        /* the server kills a session without clients anyway */
+      });
+    }
+    Signal.clearData(this);
+  }
+
+  /**
+   * Give the focus to the terminal.
+   */
+  protected onActivateRequest(msg: Message): void {
+    if (this._terminal !== null) {
+      this._terminal.activate();
+    } else {
+      this.node.tabIndex = -1;
+      this.node.focus();
+    }
+  }
+
+  /**
+   * Create the connection and the terminal widget for a session.
+   */
+  private _attach(session: ISessionModel): void {
+    const connection = new ToolTerminalConnection({
+      session,
+      serverSettings: this._serverSettings
+    });
+    this._connection = connection;
+    connection.exited.connect(this._onExited, this);
+    connection.errorReceived.connect(this._onError, this);
+    connection.connectionLost.connect(this._onLost, this);
+    connection.sessionChanged.connect(this._onSessionChanged, this);
+    connection.connectionStatusChanged.connect(this._onStatusChanged, this);
+    connection.messageReceived.connect(this._onMessage, this);
+
+    const terminal = new Terminal(
+      connection,
+      { ...this._terminalOptions, ...FORCED_OPTIONS },
+      this._translator
+    );
+    terminal.addClass('jp-ToolTerminal-terminal');
+    this._terminal = terminal;
+    this.insertWidget(0, terminal);
+    this._hideStatus();
+    this._sessionChanged.emit(session);
+    if (this.isVisible) {
+      terminal.activate();
+    }
+  }
+
+  /**
+   * Show how the shell ended.
+   */
+  private _onExited(_: ToolTerminalConnection, code: number | null): void {
+    this._showStatus(
+      code === null
+        ? this._trans.__('The shell ended.')
+        : this._trans.__('The shell exited with code %1.', code),
+      true
+    );
+  }
+
+  /**
+   * Show a session that ended without an exit code (killed, closed).
+   */
+  private _onMessage(
+    connection: ToolTerminalConnection,
+    msg: { type: string }
+  ): void {
+    if (msg.type === 'disconnect' && connection.exitCode === null) {
+      if (this._status.isHidden) {
+        this._showStatus(this._trans.__('The session is over.'), true);
+      }
+    }
+  }
+
+  /**
+   * Show an error message from the server.
+   */
+  private _onError(connection: ToolTerminalConnection, message: string): void {
+    this._showStatus(message, connection.hasEnded, true);
+  }
+
+  /**
+   * Show a connection lost for good.
+   */
+  private _onLost(): void {
+    this._showStatus(
+      this._trans.__('The connection to the session was lost.'),
+      true,
+      true
+    );
+  }
+
+  /**
+   * Hide the status bar when the terminal (re)connects to a live session.
+   */
+  private _onStatusChanged(
+    connection: ToolTerminalConnection,
+    status: string
+  ): void {
+    if (status === 'connected' && !connection.hasEnded) {
+      this._hideStatus();
+    }
+  }
+
+  /**
+   * Forward the new session to listeners.
+   */
+  private _onSessionChanged(
+    _: ToolTerminalConnection,
+    session: ISessionModel
+  ): void {
+    this._sessionChanged.emit(session);
+  }
+
+  /**
+   * Show a message in the status bar.
+   *
+   * @param message - The text (rendered as text, never as HTML).
+   * @param offerRestart - Whether to show the new session button.
+   * @param isError - Whether the message is an error.
+   */
+  private _showStatus(
+    message: string,
+    offerRestart: boolean,
+    isError = false
+  ): void {
+    this._message.textContent = message;
+    this._restartButton.hidden = !offerRestart;
+    this._status.toggleClass('jp-mod-error', isError);
+    this._status.toggleClass('jp-mod-ended', offerRestart);
+    if (this._status.isHidden) {
+      this._status.show();
+      this._fitTerminal();
+    }
+  }
+
+  /**
+   * Hide the status bar.
+   */
+  private _hideStatus(): void {
+    if (!this._status.isHidden) {
+      this._status.hide();
+      this._fitTerminal();
+    }
+  }
+
+  /**
+   * Ask the terminal widget to fit the space the status bar leaves.
+   */
+  private _fitTerminal(): void {
+    if (this._terminal !== null && !this._terminal.isDisposed) {
+      MessageLoop.postMessage(this._terminal, Widget.Msg.FitRequest);
+    }
+  }
+
+  private _serverSettings: ServerConnection.ISettings;
+  private _translator: ITranslator;
+  private _trans: TranslationBundle;
+  private _terminalOptions: Partial<ITerminal.IOptions>;
+  private _sessionId: string | null;
+  private _connection: ToolTerminalConnection | null = null;
+  private _terminal: Terminal | null = null;
+  private _status: Widget;
+  private _message: HTMLSpanElement;
+  private _restartButton: HTMLButtonElement;
+  private _sessionChanged = new Signal<this, ISessionModel>(this);
+}
+
+/**
+ * The namespace for `ToolTerminalPanel` statics.
+ */
+export namespace ToolTerminalPanel {
+  /**
+   * The options to construct a panel.
+   */
+  export interface IOptions {
+    /**
+     * The tool instance id.
+     */
+    instance: string;
+
+    /**
+     * The server settings.
+     */
+    serverSettings: ServerConnection.ISettings;
+
+    /**
+     * The translator.
+     */
+    translator?: ITranslator;
+
+    /**
+     * JupyterLab terminal widget options (the user's terminal settings).
+     */
+    terminalOptions?: Partial<ITerminal.IOptions>;
+
+    /**
+     * A session to attach to first (restoring a panel after a reload); a new
+     * session is started if it is gone.
+     */
+    sessionId?: string;
+  }
+}
+
+/**
+ * Module internals.
+ */
+namespace Private {
+  /**
+   * Create a styled button.
+   */
+  export function button(label: string, className: string): HTMLButtonElement {
+    const node = document.createElement('button');
+    node.type = 'button';
+    node.className = `jp-Button jp-mod-styled ${className}`;
+    node.textContent = label;
+    return node;
+  }
+
+  /**
+   * The text of an error for the user.
+   */
+  export function errorText(error: unknown): string {
+    if (error instanceof Error) {
+      return error.message;
+    }
+    return String(error);
+  }
+}

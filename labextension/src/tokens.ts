@@ -1,0 +1,141 @@
+// Copyright (c) jupyter-tool-terminal developers.
+// Distributed under the terms of the Modified BSD License.
+
+/**
+ * Side-effect free constants and REST models of jupyter-tool-terminal.
+ *
+ * The interfaces mirror the server's REST contract; their keys stay in the
+ * snake_case the server sends.
+ */
+
+/**
+ * The npm name of the extension, used as the plugin id prefix.
+ */
+export const EXTENSION_ID = 'jupyter-tool-terminal';
+
+/**
+ * The URL namespace of the server extension, below the server's base URL.
+ */
+export const URL_NAMESPACE = 'tool-terminal';
+
+/**
+ * The translation domain of the extension.
+ */
+export const TRANSLATION_DOMAIN = 'jupyter-tool-terminal';
+
+/**
+ * The id of JupyterLab's own terminal settings plugin, whose user settings
+ * (font, theme, scrollback...) the tool terminals follow.
+ */
+export const TERMINAL_SETTINGS_PLUGIN = '@jupyterlab/terminal-extension:plugin';
+
+/**
+ * The command ids of the extension.
+ */
+export namespace CommandIDs {
+  /**
+   * Open a terminal panel with a new session on a tool instance.
+   */
+  export const open = 'tool-terminal:open';
+
+  /**
+   * Reset the session of a panel: kill the shell, run the startup command again.
+   */
+  export const reset = 'tool-terminal:reset';
+
+  /**
+   * Close the session of a panel (kills it) and the panel.
+   */
+  export const close = 'tool-terminal:close';
+
+  /**
+   * Start a new session in a panel whose session has ended.
+   */
+  export const restart = 'tool-terminal:restart';
+
+  /**
+   * Copy the selection of a tool terminal.
+   */
+  export const copy = 'tool-terminal:copy';
+
+  /**
+   * Paste the clipboard into a tool terminal.
+   */
+  export const paste = 'tool-terminal:paste';
+
+  /**
+   * Refresh the list of tool instances (launcher tiles).
+   */
+  export const refresh = 'tool-terminal:refresh-instances';
+}
+
+/**
+ * A tool instance of the current user, as listed by
+ * `GET /tool-terminal/api/instances`.
+ */
+export interface IToolInstance {
+  /**
+   * The instance id (the container name).
+   */
+  id: string;
+
+  /**
+   * The tool type name.
+   */
+  tool: string;
+
+  /**
+   * The display name of the tool type.
+   */
+  display_name: string;
+
+  /**
+   * Docker's container state (`running`, `exited`...).
+   */
+  status: string;
+
+  /**
+   * Whether the tool type runs a startup command before the shell.
+   */
+  has_startup_command: boolean;
+
+  /**
+   * The SVG icon of the tool type, if the operator configured one.
+   */
+  icon?: string | null;
+}
+
+/**
+ * A terminal session, as returned by the sessions REST routes.
+ */
+export interface ISessionModel {
+  /**
+   * The session id (unguessable).
+   */
+  id: string;
+
+  /**
+   * The tool instance id the session runs in.
+   */
+  instance: string;
+
+  /**
+   * The tool type name.
+   */
+  tool: string;
+
+  /**
+   * Creation time (ISO 8601).
+   */
+  created: string;
+
+  /**
+   * Last input or output time (ISO 8601).
+   */
+  last_activity: string;
+
+  /**
+   * The number of attached clients.
+   */
+  clients: number;
+}
