@@ -7,14 +7,7 @@ import jupyterPlugin from '@jupyter/eslint-plugin';
 
 export default defineConfig([
   {
-    ignores: [
-      'node_modules',
-      'dist',
-      'coverage',
-      'lib',
-      '**/*.js',
-      '**/*.d.ts'
-    ]
+    ignores: ['node_modules', 'dist', 'coverage', 'lib', '**/*.js', '**/*.d.ts']
   },
   js.configs.recommended,
   tseslint.configs.recommended,

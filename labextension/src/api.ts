@@ -23,13 +23,17 @@ export async function requestAPI<T>(
   serverSettings: ServerConnection.ISettings,
   init: RequestInit = {}
 ): Promise<T> {
-  const url = URLExt.join(serverSettings.baseUrl, URL_NAMESPACE, 'api', endPoint);
-  let response: Response;
-  try {
-    response = await ServerConnection.makeRequest(url, init, serverSettings);
-  } catch (error) {
-    throw new ServerConnection.NetworkError(error as TypeError);
-  }
+  const url = URLExt.join(
+    serverSettings.baseUrl,
+    URL_NAMESPACE,
+    'api',
+    endPoint
+  );
+  const response = await ServerConnection.makeRequest(
+    url,
+    init,
+    serverSettings
+  );
   const text = await response.text();
   let data: unknown = null;
   if (text.length > 0) {

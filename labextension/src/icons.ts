@@ -48,7 +48,11 @@ const MAX_SVG_LENGTH = 100_000;
  * @returns The sanitized SVG text, or `null` if it is not a usable SVG.
  */
 export function sanitizeSvg(svg: string | null | undefined): string | null {
-  if (typeof svg !== 'string' || svg.length === 0 || svg.length > MAX_SVG_LENGTH) {
+  if (
+    typeof svg !== 'string' ||
+    svg.length === 0 ||
+    svg.length > MAX_SVG_LENGTH
+  ) {
     return null;
   }
   const doc = new DOMParser().parseFromString(svg, 'image/svg+xml');
@@ -71,7 +75,10 @@ export function sanitizeSvg(svg: string | null | undefined): string | null {
  * @param svg - The tool type's SVG from the server, if any.
  * @returns The tool type's icon, or JupyterLab's terminal icon.
  */
-export function toolIcon(tool: string, svg: string | null | undefined): LabIcon {
+export function toolIcon(
+  tool: string,
+  svg: string | null | undefined
+): LabIcon {
   const clean = sanitizeSvg(svg);
   if (clean === null) {
     return terminalIcon;

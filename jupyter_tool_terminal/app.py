@@ -1,0 +1,176 @@
+"""The jupyter_server extension application: configuration, wiring and shutdown."""
+
+from __future__ import annotations
+
+import getpass
+import os
+
+from jupyter_server.auth.identity import IdentityProvider, User
+from jupyter_server.extension.application import ExtensionApp
+from traitlets import Bool, Dict, Float, Integer, Unicode, default
+
+from .handlers import (
+    InstancesHandler,
+    SessionHandler,
+    SessionResetHandler,
+    SessionsHandler,
+    TerminalSocket,
+)
+from .manager import SessionManager
+from .runtime import ToolRuntime
+from .runtime.docker import DockerRuntime
+from .tooltypes import ToolTypeError, parse_tool_types
+
+# Handlers match any single path segment; ids are validated strictly by the manager, so that
+# a malformed id gets the same 403 as an unknown one.
+_ID = r"([^/]+)"
+
+
+class ToolTerminalApp(ExtensionApp):
+    """Terminals inside each Jupyter user's own tool instances (Docker containers)."""
+
+    name = "jupyter_tool_terminal"
+    description = __doc__
+    load_other_extensions = True
+
+    tool_types = Dict(
+        {},
+        help="""Tool types by name (the value of a container's `jupyter-tool-terminal.tool`
+        label). Each is a dict with the keys `display_name` (launcher title), `shell` (the
+        command, a non-empty list of strings; default ["/bin/sh"]), `startup_command` (a shell
+        command run in the terminal before the shell; its `cd` and `export` carry over),
+        `user` (the exec user; default the image's), `workdir` (an absolute path), `env`
+        (variables added to the terminal's environment) and `icon` (an SVG string). A tool type
+        with an unknown key or a bad value disables the extension with an error at start-up.""",
+    ).tag(config=True)
+
+    max_sessions_per_user = Integer(
+        8,
+        min=1,
+        help="How many tool terminals one user may have open at once; more are refused (429).",
+    ).tag(config=True)
+
+    max_sessions = Integer(
+        64,
+        min=1,
+        help="How many tool terminals the whole server holds at once; more are refused (429).",
+    ).tag(config=True)
+
+    idle_timeout = Float(
+        0,
+        min=0,
+        help="""Seconds without input or output after which a tool terminal is closed and its
+        processes killed. 0 turns idle culling off. WebSocket pings do not count as activity.""",
+    ).tag(config=True)
+
+    disconnect_grace = Float(
+        0,
+        min=0,
+        help="""Seconds a session survives after its last client disconnected, so that a page
+        reload can reconnect to it. 0 closes it at once.""",
+    ).tag(config=True)
+
+    attach_timeout = Float(
+        60,
+        min=0,
+        help="""Seconds a session created over REST waits for its first WebSocket client
+        before it is closed.""",
+    ).tag(config=True)
+
+    replay_buffer_size = Integer(
+        64 * 1024,
+        min=0,
+        help="""Characters of recent output kept per session and sent to a client that
+        connects, so that its screen is not blank.""",
+    ).tag(config=True)
+
+    max_message_size = Integer(
+        1024 * 1024,
+        min=1024,
+        help="Largest WebSocket frame (bytes) a client may send; larger ones close with 1009.",
+    ).tag(config=True)
+
+    docker_threads = Integer(
+        32,
+        min=1,
+        help="""Threads (and connections to the Docker Engine) for blocking Engine API calls:
+        how many opens, resizes and kills can be on their way at once.""",
+    ).tag(config=True)
+
+    owner = Unicode(
+        help="""The owner name that tool instances' `jupyter-tool-terminal.owner` label must
+        carry when jupyter_server's own (token or password) identity provider is in use, since
+        it does not name real users. Default: $JUPYTERHUB_USER if set, else the OS user name.
+        With any other identity provider (JupyterHub's, or a custom one) the label is compared
+        with each request's `username` instead.""",
+    ).tag(config=True)
+
+    owner_from_identity = Bool(
+        None,
+        allow_none=True,
+        help="""Whether instance ownership is the requesting user's `username` (True) or the
+        configured `owner` (False). The default (None) decides by the identity provider:
+        `owner` for jupyter_server's own token/password provider, `username` for any other.""",
+    ).tag(config=True)
+
+    #: The runtime that runs the shells (created at start-up unless a test or embedder set one).
+    runtime: ToolRuntime | None = None
+    #: The registry of sessions; ``None`` while the extension is disabled by a config error.
+    session_manager: SessionManager | None = None
+
+    @default("owner")
+    def _default_owner(self) -> str:
+        return os.environ.get("JUPYTERHUB_USER") or getpass.getuser()
+
+    def principal_for(self, user: User, identity_provider: IdentityProvider) -> str:
+        """The owner-label value that ``user`` (already authenticated) acts as."""
+        by_identity = self.owner_from_identity
+        if by_identity is None:
+            by_identity = type(identity_provider).__module__ != IdentityProvider.__module__
+        return user.username if by_identity else self.owner
+
+    def initialize_settings(self) -> None:
+        """Validate the tool types and create the session manager."""
+        try:
+            tool_types = parse_tool_types(self.tool_types)
+        except ToolTypeError as error:
+            self.log.error("jupyter_tool_terminal is disabled: %s", error)  # noqa: TRY400 - no traceback: the message says it all
+            return
+        if not tool_types:
+            self.log.warning("jupyter_tool_terminal: no tool types are configured")
+        if self.runtime is None:
+            self.runtime = DockerRuntime(max_workers=self.docker_threads, log=self.log)
+        self.session_manager = SessionManager(
+            runtime=self.runtime,
+            tool_types=tool_types,
+            max_sessions=self.max_sessions,
+            max_sessions_per_user=self.max_sessions_per_user,
+            idle_timeout=self.idle_timeout,
+            disconnect_grace=self.disconnect_grace,
+            attach_timeout=self.attach_timeout,
+            replay_limit=self.replay_buffer_size,
+            log=self.log,
+        )
+
+    def initialize_handlers(self) -> None:
+        """Register the REST and WebSocket routes (relative: the server adds its base_url)."""
+        self.handlers.extend(
+            [
+                (r"/tool-terminal/api/instances", InstancesHandler),
+                (r"/tool-terminal/api/sessions", SessionsHandler),
+                (rf"/tool-terminal/api/sessions/{_ID}", SessionHandler),
+                (rf"/tool-terminal/api/sessions/{_ID}/reset", SessionResetHandler),
+                (rf"/tool-terminal/websocket/{_ID}", TerminalSocket),
+            ]
+        )
+
+    def current_activity(self) -> bool:
+        """Whether any tool terminal is open (keeps an idle-shutdown server alive)."""
+        return bool(self.session_manager and self.session_manager.sessions)
+
+    async def stop_extension(self) -> None:
+        """Kill every session's processes before the server exits."""
+        if self.session_manager is not None:
+            await self.session_manager.shutdown()
+        if self.runtime is not None:
+            self.runtime.close()

@@ -1,0 +1,273 @@
+"""REST handlers and the terminal WebSocket handler."""
+
+from __future__ import annotations
+
+import json
+import math
+import typing as t
+
+from jupyter_core.utils import ensure_async
+from jupyter_server.auth.decorator import authorized
+from jupyter_server.base.handlers import APIHandler, JupyterHandler
+from jupyter_server.base.websocket import WebSocketMixin
+from jupyter_server.extension.handler import ExtensionHandlerMixin
+from tornado import web
+from tornado.websocket import WebSocketClosedError, WebSocketHandler
+
+from .manager import SessionError, SessionManager
+from .session import Session, clamp_size
+
+if t.TYPE_CHECKING:
+    from .app import ToolTerminalApp
+
+#: The authorization resource of every route: list is ``read``, create/reset/delete ``write``,
+#: and opening a terminal WebSocket ``execute``.
+AUTH_RESOURCE = "jupyter_tool_terminal:terminals"
+
+
+def _reject_constant(name: str) -> t.NoReturn:
+    msg = f"{name} is not a number here"
+    raise ValueError(msg)
+
+
+def _strict_json(text: str) -> t.Any:
+    """Parse JSON without NaN/Infinity (Python accepts them by default)."""
+    return json.loads(text, parse_constant=_reject_constant)
+
+
+class ToolTerminalMixin(ExtensionHandlerMixin):
+    """Shared access to the extension and to the caller's identity as an instance owner."""
+
+    @property
+    def tool_app(self) -> ToolTerminalApp:
+        """The extension application."""
+        return t.cast("ToolTerminalApp", self.extensionapp)
+
+    @property
+    def tool_sessions(self) -> SessionManager:
+        """The registry of sessions; :class:`web.HTTPError` 503 if the extension is disabled."""
+        manager = self.tool_app.session_manager
+        if manager is None:
+            raise web.HTTPError(503, "Tool terminals are not available on this server.")
+        return manager
+
+    def tool_user(self) -> str | None:
+        """The name that instances' owner labels are compared with, or ``None`` if anonymous."""
+        handler = t.cast(JupyterHandler, self)
+        user = handler.current_user
+        if not user:
+            return None
+        return self.tool_app.principal_for(user, handler.identity_provider)
+
+
+class ToolTerminalAPIHandler(ToolTerminalMixin, APIHandler):
+    """Base of the REST handlers: JSON in and out, errors as JSON messages."""
+
+    auth_resource = AUTH_RESOURCE
+
+    def owner(self) -> str:
+        """The caller as an instance owner (``@web.authenticated`` ran, so there is one)."""
+        owner = self.tool_user()
+        if owner is None:
+            raise web.HTTPError(403)
+        return owner
+
+    def fail(self, error: SessionError) -> t.NoReturn:
+        """Answer a refused request with its status and a JSON message."""
+        raise web.HTTPError(error.status, error.message)
+
+
+class InstancesHandler(ToolTerminalAPIHandler):
+    """``GET /tool-terminal/api/instances``: the caller's tool instances."""
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        """List the caller's instances."""
+        try:
+            models = await self.tool_sessions.list_instances(self.owner())
+        except SessionError as error:
+            self.fail(error)
+        self.finish(json.dumps(models))
+
+
+class SessionsHandler(ToolTerminalAPIHandler):
+    """``GET``/``POST /tool-terminal/api/sessions``: list and create the caller's sessions."""
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        """List the caller's sessions."""
+        sessions = self.tool_sessions.list_sessions(self.owner())
+        self.finish(json.dumps([session.model() for session in sessions]))
+
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        """Create a session in one of the caller's instances."""
+        try:
+            body = _strict_json(self.request.body.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            body = None
+        if not isinstance(body, dict) or not isinstance(body.get("instance"), str):
+            raise web.HTTPError(400, 'The body must be a JSON object {"instance": "<id>"}.')
+        try:
+            session = await self.tool_sessions.create_session(self.owner(), body["instance"])
+        except SessionError as error:
+            self.fail(error)
+        self.set_status(201)
+        self.set_header(
+            "Location", self.base_url.rstrip("/") + f"/tool-terminal/api/sessions/{session.id}"
+        )
+        self.finish(json.dumps(session.model()))
+
+
+class SessionHandler(ToolTerminalAPIHandler):
+    """``GET``/``DELETE /tool-terminal/api/sessions/{id}``."""
+
+    def _session(self, session_id: str) -> Session:
+        try:
+            return self.tool_sessions.get_session(self.owner(), session_id)
+        except SessionError as error:
+            self.fail(error)
+
+    @web.authenticated
+    @authorized
+    async def get(self, session_id: str) -> None:
+        """Show one of the caller's sessions."""
+        self.finish(json.dumps(self._session(session_id).model()))
+
+    @web.authenticated
+    @authorized
+    async def delete(self, session_id: str) -> None:
+        """End one of the caller's sessions, killing its processes."""
+        session = self._session(session_id)
+        await self.tool_sessions.close_session(session, "deleted")
+        self.set_status(204)
+        self.finish()
+
+
+class SessionResetHandler(SessionHandler):
+    """``POST /tool-terminal/api/sessions/{id}/reset``: restart the session's shell."""
+
+    @web.authenticated
+    @authorized
+    async def post(self, session_id: str) -> None:
+        """Kill the shell and everything it started, then start it again."""
+        session = self._session(session_id)
+        try:
+            await self.tool_sessions.reset_session(session)
+        except SessionError as error:
+            self.fail(error)
+        self.finish(json.dumps(session.model()))
+
+
+class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, JupyterHandler):
+    """``/tool-terminal/websocket/{session_id}``: terminado's protocol over one session."""
+
+    auth_resource = AUTH_RESOURCE
+    session: Session | None = None
+    size: tuple[int, int] | None = None
+
+    def set_default_headers(self) -> None:
+        """Leave headers to tornado: a WebSocket upgrade is not an HTML page."""
+
+    def get_compression_options(self) -> dict[str, t.Any] | None:
+        """No compression: a compressed frame could inflate past the size cap."""
+        return None
+
+    @property
+    def max_message_size(self) -> int:
+        """Frames larger than this close the connection with 1009."""
+        return int(self.tool_app.max_message_size)
+
+    async def get(self, *args: t.Any, **kwargs: t.Any) -> None:
+        """Check everything before the upgrade; refusals are HTTP 403 and spawn nothing."""
+        user = self.current_user
+        owner = self.tool_user()
+        if not user or owner is None:
+            raise web.HTTPError(403)
+        authorized = await ensure_async(
+            self.authorizer.is_authorized(self, user, "execute", self.auth_resource)
+        )
+        if authorized is not True:
+            raise web.HTTPError(403)
+        session_id = args[0] if args else ""
+        try:
+            self.session = self.tool_sessions.get_session(owner, session_id)
+        except SessionError as error:
+            raise web.HTTPError(error.status, error.message) from None
+        await super().get(*args, **kwargs)
+
+    def open(self, *args: t.Any, **kwargs: t.Any) -> None:
+        """Attach to the session: ``setup``, recent output, then live output."""
+        self.set_nodelay(True)
+        session = self.session
+        if session is None or session.ended:
+            self.write_message(json.dumps(["disconnect", 1]))
+            self.close(1000)
+            return
+        self.tool_sessions.client_attached(session)
+        session.attach(self)
+
+    def send_frame(self, frame: str) -> t.Awaitable[None] | None:
+        """Send one frame to this client; ``None`` if the connection is gone."""
+        try:
+            return self.write_message(frame)
+        except WebSocketClosedError:
+            return None
+
+    def end(self, code: int | None = None, reason: str | None = None) -> None:
+        """Close the connection from the server side."""
+        self.close(code, reason)
+
+    def _error(self, message: str) -> None:
+        self.send_frame(json.dumps(["error", message]))
+
+    async def on_message(self, message: str | bytes) -> None:
+        """Handle ``stdin`` and ``set_size``; refuse anything malformed with an error frame."""
+        session = self.session
+        if session is None or session.ended:
+            return
+        if isinstance(message, bytes):
+            self._error("Binary frames are not accepted; send JSON text frames.")
+            return
+        try:
+            command = _strict_json(message)
+        except (ValueError, RecursionError):
+            self._error("Malformed frame: not JSON.")
+            return
+        if not isinstance(command, list) or not command or not isinstance(command[0], str):
+            self._error('Malformed frame: expected a JSON list like ["stdin", "text"].')
+            return
+        kind = command[0]
+        if kind == "stdin":
+            if len(command) < 2 or not isinstance(command[1], str):
+                self._error('Malformed frame: expected ["stdin", "text"].')
+                return
+            await session.write(command[1])
+        elif kind == "set_size":
+            rows, cols = [*command[1:3], None, None][:2]
+            if not all(_is_size(value) for value in (rows, cols)):
+                self._error('Malformed frame: expected ["set_size", rows, cols] with integers.')
+                return
+            self.size = clamp_size(int(rows), int(cols))
+            session.resize_requested()
+        else:
+            self.log.debug("Ignoring tool terminal message of unknown type")
+
+    def on_close(self) -> None:
+        """Detach; the last client leaving ends the session."""
+        session, self.session = self.session, None
+        if session is not None and not session.ended:
+            session.detach(self)
+            self.tool_sessions.client_detached(session)
+
+
+def _is_size(value: t.Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    # xterm sends integral floats through some clients; anything else is refused.
+    return isinstance(value, float) and math.isfinite(value) and value.is_integer()

@@ -1,0 +1,263 @@
+"""The registry of terminal sessions: ownership, limits, idle culling and shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import time
+import typing as t
+
+from .runtime import RuntimeUnavailable, ToolRuntime
+from .session import Session
+from .tooltypes import ToolType
+
+#: Instance ids are container names, which Docker restricts to this (with a length cap here).
+INSTANCE_ID = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$")
+#: Session ids are ``secrets.token_urlsafe(24)``.
+SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{32}$")
+
+
+class SessionError(Exception):
+    """A request about sessions cannot be honoured; ``status`` is the HTTP status to answer."""
+
+    status = 400
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class NotPermitted(SessionError):
+    """Not the caller's, or does not exist: deliberately the same answer for both."""
+
+    status = 403
+
+
+class NotRunning(SessionError):
+    """The tool instance exists and is the caller's, but its container is not running."""
+
+    status = 409
+
+
+class LimitReached(SessionError):
+    """A session limit is reached."""
+
+    status = 429
+
+
+class EngineUnavailable(SessionError):
+    """The container engine failed."""
+
+    status = 503
+
+
+def valid_instance_id(value: t.Any) -> bool:
+    """Whether ``value`` is a syntactically valid instance id (checked before any engine call)."""
+    return isinstance(value, str) and INSTANCE_ID.match(value) is not None
+
+
+def valid_session_id(value: t.Any) -> bool:
+    """Whether ``value`` is a syntactically valid session id."""
+    return isinstance(value, str) and SESSION_ID.match(value) is not None
+
+
+class SessionManager:
+    """Creates, finds and ends sessions, and enforces who may see which."""
+
+    def __init__(
+        self,
+        *,
+        runtime: ToolRuntime,
+        tool_types: t.Mapping[str, ToolType],
+        max_sessions: int,
+        max_sessions_per_user: int,
+        idle_timeout: float,
+        disconnect_grace: float,
+        attach_timeout: float,
+        replay_limit: int,
+        log: logging.Logger,
+    ) -> None:
+        self.runtime = runtime
+        self.tool_types = dict(tool_types)
+        self.max_sessions = max_sessions
+        self.max_sessions_per_user = max_sessions_per_user
+        self.idle_timeout = idle_timeout
+        self.disconnect_grace = disconnect_grace
+        self.attach_timeout = attach_timeout
+        self.replay_limit = replay_limit
+        self.log = log
+        self.sessions: dict[str, Session] = {}
+        # Slots taken by sessions still starting, so that limits hold under concurrency.
+        self._starting: dict[str, int] = {}
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._tasks: set[asyncio.Task[t.Any]] = set()
+        self._cull_task: asyncio.Task[None] | None = None
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _spawn_task(self, coroutine: t.Coroutine[t.Any, t.Any, t.Any]) -> None:
+        task = asyncio.create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _count(self, owner: str) -> int:
+        owned = sum(1 for session in self.sessions.values() if session.owner == owner)
+        return owned + self._starting.get(owner, 0)
+
+    # -- queries ------------------------------------------------------------------------------
+
+    def list_sessions(self, owner: str) -> list[Session]:
+        """The caller's sessions, oldest first."""
+        return [session for session in self.sessions.values() if session.owner == owner]
+
+    def get_session(self, owner: str, session_id: t.Any) -> Session:
+        """The caller's session ``session_id``; :class:`NotPermitted` for anything else."""
+        session = self.sessions.get(session_id) if valid_session_id(session_id) else None
+        if session is None or session.owner != owner or session.ended:
+            msg = "No such session for this user."
+            raise NotPermitted(msg)
+        return session
+
+    async def list_instances(self, owner: str) -> list[dict[str, t.Any]]:
+        """The caller's tool instances whose tool type is configured."""
+        try:
+            instances = await self.runtime.list_instances(owner)
+        except RuntimeUnavailable as error:
+            raise EngineUnavailable(str(error)) from error
+        models = []
+        for instance in instances:
+            tool = self.tool_types.get(instance.tool)
+            if tool is not None:
+                models.append({"id": instance.id, "status": instance.status, **tool.public_model()})
+        return models
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def create_session(self, owner: str, instance_id: t.Any) -> Session:
+        """Start a session in the caller's instance ``instance_id``."""
+        if not valid_instance_id(instance_id):
+            msg = "No such tool instance for this user."
+            raise NotPermitted(msg)
+        if self._count(owner) >= self.max_sessions_per_user:
+            msg = f"You have {self.max_sessions_per_user} tool terminals open; close one first."
+            raise LimitReached(msg)
+        if len(self.sessions) + sum(self._starting.values()) >= self.max_sessions:
+            msg = "This server has reached its limit of tool terminals; try again later."
+            raise LimitReached(msg)
+        self._starting[owner] = self._starting.get(owner, 0) + 1
+        try:
+            try:
+                instance = await self.runtime.get_instance(instance_id)
+            except RuntimeUnavailable as error:
+                raise EngineUnavailable(str(error)) from error
+            tool = self.tool_types.get(instance.tool) if instance is not None else None
+            if instance is None or tool is None or instance.owner != owner:
+                msg = "No such tool instance for this user."
+                raise NotPermitted(msg)
+            if instance.status != "running":
+                msg = f"The tool instance is not running (it is {instance.status})."
+                raise NotRunning(msg)
+            session = Session(
+                owner=owner,
+                instance=instance,
+                tool=tool,
+                runtime=self.runtime,
+                replay_limit=self.replay_limit,
+                on_ended=self._session_ended,
+                log=self.log,
+            )
+            try:
+                await session.start()
+            except RuntimeUnavailable as error:
+                await session.close("failed to start")
+                raise EngineUnavailable(str(error)) from error
+        finally:
+            self._starting[owner] -= 1
+            if not self._starting[owner]:
+                del self._starting[owner]
+        self.sessions[session.id] = session
+        self.start_culling()
+        self._arm_timer(session, self.attach_timeout, "never attached")
+        self.log.info(
+            "Tool terminal %s opened in %s (%s) for %s",
+            session.id[:8],
+            instance.id,
+            tool.name,
+            owner,
+        )
+        return session
+
+    def _session_ended(self, session: Session, reason: str) -> None:
+        self.sessions.pop(session.id, None)
+        self._disarm_timer(session)
+        self.log.info("Tool terminal %s closed: %s", session.id[:8], reason)
+
+    def _arm_timer(self, session: Session, delay: float, reason: str) -> None:
+        self._disarm_timer(session)
+        if delay <= 0:
+            self._spawn_task(session.close(reason))
+            return
+        loop = asyncio.get_running_loop()
+        self._timers[session.id] = loop.call_later(
+            delay, lambda: self._spawn_task(session.close(reason))
+        )
+
+    def _disarm_timer(self, session: Session) -> None:
+        timer = self._timers.pop(session.id, None)
+        if timer is not None:
+            timer.cancel()
+
+    def client_attached(self, session: Session) -> None:
+        """A client connected: the session no longer waits to be closed."""
+        self._disarm_timer(session)
+
+    def client_detached(self, session: Session) -> None:
+        """A client disconnected: the last one leaving ends the session (after the grace)."""
+        if not session.clients and not session.ended:
+            self._arm_timer(session, self.disconnect_grace, "last client disconnected")
+
+    async def reset_session(self, session: Session) -> None:
+        """Restart the session's shell."""
+        try:
+            await session.reset()
+        except RuntimeUnavailable as error:
+            await session.close("reset failed")
+            raise EngineUnavailable(str(error)) from error
+
+    async def close_session(self, session: Session, reason: str) -> None:
+        """End a session and kill its processes."""
+        await session.close(reason)
+
+    # -- culling and shutdown -----------------------------------------------------------------
+
+    def start_culling(self) -> None:
+        """Start the idle check if an idle timeout is set."""
+        if self.idle_timeout > 0 and self._cull_task is None:
+            self._cull_task = asyncio.create_task(self._cull_loop())
+
+    async def _cull_loop(self) -> None:
+        interval = min(max(self.idle_timeout / 4, 0.05), 30.0)
+        while True:
+            await asyncio.sleep(interval)
+            deadline = time.monotonic() - self.idle_timeout
+            for session in list(self.sessions.values()):
+                if session.last_activity_monotonic < deadline:
+                    self._spawn_task(session.close("idle"))
+
+    async def shutdown(self) -> None:
+        """End every session, killing their processes; used when the server stops."""
+        if self._cull_task is not None:
+            self._cull_task.cancel()
+            self._cull_task = None
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+        sessions = list(self.sessions.values())
+        await asyncio.gather(
+            *(session.close("server shutdown") for session in sessions), return_exceptions=True
+        )
+        for task in list(self._tasks):
+            with contextlib.suppress(Exception):
+                await task

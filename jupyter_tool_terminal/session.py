@@ -1,0 +1,274 @@
+"""One terminal session: a shell in a tool instance, the clients watching it, and its lifecycle."""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import collections
+import contextlib
+import datetime
+import json
+import logging
+import secrets
+import time
+import typing as t
+
+from .runtime import Instance, RuntimeUnavailable, ShellChannel, ToolRuntime
+from .tooltypes import ToolType
+
+#: Terminal size bounds: anything a client sends is clamped into these.
+MAX_ROWS = 500
+MAX_COLS = 1000
+
+#: How much is read from the engine's socket at once; larger reads mean fewer, larger frames.
+READ_CHUNK = 64 * 1024
+
+
+class TerminalClient(t.Protocol):
+    """What a session needs of an attached client (a WebSocket connection)."""
+
+    #: The client's last requested terminal size (rows, cols), if it sent one.
+    size: tuple[int, int] | None
+
+    def send_frame(self, frame: str) -> t.Awaitable[None] | None:
+        """Send one JSON text frame; the awaitable resolves once it left the server."""
+
+    def end(self, code: int | None = None, reason: str | None = None) -> None:
+        """Close the connection."""
+
+
+def clamp_size(rows: int, cols: int) -> tuple[int, int]:
+    """Clamp a terminal size into the bounds the engine is ever asked for."""
+    return (min(max(rows, 1), MAX_ROWS), min(max(cols, 1), MAX_COLS))
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.timezone.utc)
+
+
+def _isoformat(moment: datetime.datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+class Session:
+    """A terminal session: one shell at a time (reset replaces it), any number of clients.
+
+    The session owns the shell's whole process tree in the container: whenever it ends (close,
+    reset, the shell's own exit, the server stopping) it kills every process tagged as the
+    shell's, because closing the engine's socket alone leaves them running.
+    """
+
+    def __init__(
+        self,
+        *,
+        owner: str,
+        instance: Instance,
+        tool: ToolType,
+        runtime: ToolRuntime,
+        replay_limit: int,
+        on_ended: t.Callable[[Session, str], None],
+        log: logging.Logger,
+    ) -> None:
+        self.id = secrets.token_urlsafe(24)
+        self.owner = owner
+        self.instance = instance
+        self.tool = tool
+        self.created = _now()
+        self.last_activity = self.created
+        #: Monotonic time of the last input or output, for the idle timeout.
+        self.last_activity_monotonic = time.monotonic()
+        self.clients: list[TerminalClient] = []
+        self.ended = False
+        self._runtime = runtime
+        self._replay: collections.deque[str] = collections.deque()
+        self._replay_size = 0
+        self._replay_limit = replay_limit
+        self._on_ended = on_ended
+        self._log = log
+        self._channel: ShellChannel | None = None
+        self._tag = ""
+        self._pump_task: asyncio.Task[None] | None = None
+        self._lifecycle = asyncio.Lock()
+        self._resize_task: asyncio.Task[None] | None = None
+        self._end_task: asyncio.Task[None] | None = None
+
+    # -- model --------------------------------------------------------------------------------
+
+    def model(self) -> dict[str, t.Any]:
+        """The session as the REST API shows it."""
+        return {
+            "id": self.id,
+            "instance": self.instance.id,
+            "tool": self.tool.name,
+            "created": _isoformat(self.created),
+            "last_activity": _isoformat(self.last_activity),
+            "clients": len(self.clients),
+        }
+
+    def _touch(self) -> None:
+        self.last_activity = _now()
+        self.last_activity_monotonic = time.monotonic()
+
+    # -- starting and stopping the shell ------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the shell (and its startup command)."""
+        async with self._lifecycle:
+            await self._spawn()
+
+    async def _spawn(self) -> None:
+        self._tag = secrets.token_hex(16)
+        self._channel = await self._runtime.start_shell(self.instance, self.tool, self._tag)
+        self._touch()
+        self._pump_task = asyncio.create_task(self._pump(self._channel))
+
+    async def _stop_shell(self) -> None:
+        """Stop reading, close the stream and kill the shell's processes."""
+        task, self._pump_task = self._pump_task, None
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        channel, self._channel = self._channel, None
+        if channel is not None:
+            channel.close()
+        if self._tag:
+            await self._runtime.kill_tagged(self.instance.container_id, [self._tag])
+
+    async def reset(self) -> None:
+        """Kill the shell and everything it started, and start a new one for the same clients."""
+        async with self._lifecycle:
+            if self.ended:
+                return
+            await self._stop_shell()
+            self._replay.clear()
+            self._replay_size = 0
+            await self._spawn()
+            if self.clients:
+                self._schedule_resize()
+
+    async def close(self, reason: str) -> None:
+        """End the session: kill its processes and disconnect its clients."""
+        async with self._lifecycle:
+            if self.ended:
+                return
+            self.ended = True
+            await self._stop_shell()
+            self._disconnect_clients()
+            self._on_ended(self, reason)
+
+    def _disconnect_clients(self, code: int | None = None, reason: str | None = None) -> None:
+        self._broadcast(["disconnect", 1])
+        clients, self.clients = self.clients, []
+        for client in clients:
+            client.end(code, reason)
+
+    # -- output -------------------------------------------------------------------------------
+
+    def _broadcast(self, message: list[t.Any]) -> list[t.Awaitable[None]]:
+        frame = json.dumps(message, ensure_ascii=False)
+        pending = []
+        for client in list(self.clients):
+            future = client.send_frame(frame)
+            if future is not None:
+                pending.append(future)
+        return pending
+
+    def _remember(self, text: str) -> None:
+        self._replay.append(text)
+        self._replay_size += len(text)
+        while self._replay_size > self._replay_limit and len(self._replay) > 1:
+            self._replay_size -= len(self._replay.popleft())
+
+    async def _pump(self, channel: ShellChannel) -> None:
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        try:
+            while True:
+                data = await channel.reader.read(READ_CHUNK)
+                text = decoder.decode(data, final=not data)
+                if text:
+                    self._touch()
+                    self._remember(text)
+                    pending = self._broadcast(["stdout", text])
+                    # Backpressure: the engine's socket is not read again until every client
+                    # took this output, so a slow client cannot make the server buffer output.
+                    if pending:
+                        await asyncio.gather(*pending, return_exceptions=True)
+                if not data:
+                    break
+        except (ConnectionError, OSError) as error:
+            self._log.debug("Tool terminal stream ended: %s", type(error).__name__)
+        # The shell ended by itself (or the container went away).
+        self._end_task = asyncio.create_task(self._shell_ended(channel))
+
+    async def _shell_ended(self, channel: ShellChannel) -> None:
+        async with self._lifecycle:
+            if self.ended or channel is not self._channel:
+                return  # reset or close got here first
+            self.ended = True
+            try:
+                code = await channel.exit_code()
+            except (RuntimeUnavailable, Exception):
+                code = None
+            self._pump_task = None
+            await self._stop_shell()
+            if code is None:
+                self._broadcast(["error", "The tool instance stopped; the terminal has ended."])
+            else:
+                self._broadcast(["exit", code])
+            self._disconnect_clients()
+            self._on_ended(self, "exit" if code is not None else "instance stopped")
+
+    # -- clients ------------------------------------------------------------------------------
+
+    def attach(self, client: TerminalClient) -> None:
+        """Add a client: it gets ``setup`` and the recent output, then everything live."""
+        self.clients.append(client)
+        client.send_frame(json.dumps(["setup", {}]))
+        if self._replay:
+            client.send_frame(json.dumps(["stdout", "".join(self._replay)], ensure_ascii=False))
+
+    def detach(self, client: TerminalClient) -> None:
+        """Remove a client (its connection closed)."""
+        with contextlib.suppress(ValueError):
+            self.clients.remove(client)
+        if client.size is not None and self.clients:
+            self._schedule_resize()
+
+    async def write(self, text: str) -> None:
+        """Send keystrokes to the shell."""
+        channel = self._channel
+        if channel is None or self.ended:
+            return
+        self._touch()
+        try:
+            await channel.write(text.encode("utf-8", errors="replace"))
+        except (ConnectionError, OSError):
+            self._log.debug("Tool terminal input dropped: the stream is closed")
+
+    def resize_requested(self) -> None:
+        """A client changed its size: the terminal takes the smallest size of all clients."""
+        self._schedule_resize()
+
+    def _schedule_resize(self) -> None:
+        if self._resize_task is None or self._resize_task.done():
+            self._resize_task = asyncio.create_task(self._apply_sizes())
+
+    async def _apply_sizes(self) -> None:
+        # Coalesces bursts: while one resize is on its way to the engine, later requests only
+        # update the wanted size, and one more call applies the latest of them.
+        applied: tuple[int, int] | None = None
+        while True:
+            sizes = [client.size for client in self.clients if client.size is not None]
+            if not sizes:
+                return
+            wanted = (min(rows for rows, _ in sizes), min(cols for _, cols in sizes))
+            channel = self._channel
+            if wanted == applied or channel is None or self.ended:
+                return
+            try:
+                await channel.resize(*wanted)
+            except Exception as error:
+                self._log.debug("Resize failed: %s", type(error).__name__)
+                return
+            applied = wanted

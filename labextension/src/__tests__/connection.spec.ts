@@ -1,0 +1,420 @@
+// Copyright (c) jupyter-tool-terminal developers.
+// Distributed under the terms of the Modified BSD License.
+
+import type { Terminal } from '@jupyterlab/services';
+
+import { ToolTerminalConnection, webSocketUrl } from '../connection';
+import {
+  FakeWebSocket,
+  makeSettings,
+  pathOf,
+  sessionModel
+} from './helpers';
+
+/**
+ * Collect the messages, statuses, exits and errors of a connection.
+ */
+function record(connection: ToolTerminalConnection) {
+  const messages: Terminal.IMessage[] = [];
+  const statuses: string[] = [];
+  const exits: (number | null)[] = [];
+  const errors: string[] = [];
+  let lost = 0;
+  connection.messageReceived.connect((_, msg) => messages.push(msg));
+  connection.connectionStatusChanged.connect((_, s) => statuses.push(s));
+  connection.exited.connect((_, code) => exits.push(code));
+  connection.errorReceived.connect((_, e) => errors.push(e));
+  connection.connectionLost.connect(() => lost++);
+  return {
+    messages,
+    statuses,
+    exits,
+    errors,
+    get lost() {
+      return lost;
+    }
+  };
+}
+
+describe('webSocketUrl', () => {
+  it('joins wsUrl (with a JupyterHub prefix) and the session id', () => {
+    const { settings } = makeSettings();
+    expect(webSocketUrl('abc', settings)).toBe(
+      'ws://localhost:8888/user/alice/tool-terminal/websocket/abc'
+    );
+  });
+
+  it('encodes the session id', () => {
+    const { settings } = makeSettings();
+    expect(webSocketUrl('a/b?c', settings)).toBe(
+      'ws://localhost:8888/user/alice/tool-terminal/websocket/a%2Fb%3Fc'
+    );
+  });
+
+  it('does not append the token unless the settings say so', () => {
+    const { settings } = makeSettings([], {
+      token: 'secret',
+      appendToken: false
+    });
+    expect(webSocketUrl('abc', settings)).not.toContain('token');
+  });
+
+  it('appends the token, encoded, when the settings say so', () => {
+    const { settings } = makeSettings([], {
+      token: 'se cret&x',
+      appendToken: true
+    });
+    expect(webSocketUrl('abc', settings)).toBe(
+      'ws://localhost:8888/user/alice/tool-terminal/websocket/abc?token=se%20cret%26x'
+    );
+  });
+
+  it('appends no empty token', () => {
+    const { settings } = makeSettings([], { token: '', appendToken: true });
+    expect(webSocketUrl('abc', settings)).not.toContain('?');
+  });
+
+  it('follows a cross-origin wsUrl', () => {
+    const { settings } = makeSettings([], {
+      wsUrl: 'wss://hub.example.org/user/bob/',
+      token: 't',
+      appendToken: true
+    });
+    expect(webSocketUrl('s', settings)).toBe(
+      'wss://hub.example.org/user/bob/tool-terminal/websocket/s?token=t'
+    );
+  });
+});
+
+describe('ToolTerminalConnection', () => {
+  beforeEach(() => {
+    FakeWebSocket.instances = [];
+  });
+
+  it('implements the terminal connection surface', () => {
+    const { settings } = makeSettings();
+    const connection = new ToolTerminalConnection({
+      session: sessionModel('s1'),
+      serverSettings: settings
+    });
+    expect(connection.name).toBe('s1');
+    expect(connection.model).toEqual({ name: 's1' });
+    expect(connection.instance).toBe('pg-1');
+    expect(connection.serverSettings).toBe(settings);
+    expect(connection.connectionStatus).toBe('connecting');
+    expect(FakeWebSocket.last.url).toBe(
+      'ws://localhost:8888/user/alice/tool-terminal/websocket/s1'
+    );
+    connection.dispose();
+  });
+
+  it('is connected when the socket opens', () => {
+    const { settings } = makeSettings();
+    const connection = new ToolTerminalConnection({
+      session: sessionModel('s1'),
+      serverSettings: settings
+    });
+    const log = record(connection);
+    FakeWebSocket.last.open();
+    expect(connection.connectionStatus).toBe('connected');
+    expect(log.statuses).toEqual(['connected']);
+    connection.dispose();
+  });
+
+  it('forwards stdout and ignores setup, unknown and malformed frames', () => {
+    const { settings } = makeSettings();
+    const connection = new ToolTerminalConnection({
+      session: sessionModel('s1'),
+      serverSettings: settings
+    });
+    const log = record(connection);
+    const ws = FakeWebSocket.last;
+    ws.open();
+    ws.receive(['setup', {}]);
+    ws.receive(['stdout', 'hello\r\n']);
+    ws.receive(['whatever', 1]);
+    ws.receive('not json');
+    ws.receive({ type: 'stdout' });
+    ws.receive([42]);
+    ws.receive(['stdout', 7]);
+    ws.receive(['stdout', '42\r\n']);
+    expect(log.messages).toEqual([
+      { type: 'stdout', content: ['hello\r\n'] },
+      { type: 'stdout', content: ['42\r\n'] }
+    ]);
+    expect(log.errors).toEqual([]);
+    connection.dispose();
+  });
+
+  it('sends stdin and set_size as terminado frames', () => {
+    const { settings } = makeSettings();
+    const connection = new ToolTerminalConnection({
+      session: sessionModel('s1'),
+      serverSettings: settings
+    });
+    const ws = FakeWebSocket.last;
+    ws.open();
+    connection.send({ type: 'stdin', content: ['echo $((6*7))\r'] });
+    connection.send({ type: 'set_size', content: [24, 80, 400, 640] });
+    connection.send({ type: 'stdout', content: ['not from a client'] });
+    connection.send({ type: 'disconnect', content: [1] });
+    expect(ws.sent).toEqual([
+      ['stdin', 'echo $((6*7))\r'],
+      ['set_size', 24, 80, 400, 640]
+    ]);
+    connection.dispose();
+  });
+
+  it('queues keystrokes until the socket opens', () => {
+    const { settings } = makeSettings();
+    const connection = new ToolTerminalConnection({
+      session: sessionModel('s1'),
+      serverSettings: settings
+    });
+    const ws = FakeWebSocket.last;
+    connection.send({ type: 'stdin', content: ['a'] });
+    connection.send({ type: 'set_size', content: [30, 100] });
+    connection.send({ type: 'stdin', content: ['b'] });
+    expect(ws.sent).toEqual([]);
+    ws.open();
+    expect(ws.sent).toEqual([
+      ['set_size', 30, 100],
+      ['stdin', 'a'],
+      ['stdin', 'b']
+    ]);
+    connection.dispose();
+  });
+
+  it('reports the exit code, then the disconnect, without reconnecting', () => {
+    const { settings } = makeSettings();
+    const connection = new ToolTerminalConnection({
+      session: sessionModel('s1'),
+      serverSettings: settings,
+      reconnectDelay: 0
+    });
+    const log = record(connection);
+    const ws = FakeWebSocket.last;
+    ws.open();
+    ws.receive(['exit', 3]);
+    ws.receive(['disconnect', 1]);
+    ws.drop();
+    expect(log.exits).toEqual([3]);
+    expect(connection.exitCode).toBe(3);
+    expect(connection.hasEnded).toBe(true);
+    expect(log.messages).toEqual([{ type: 'disconnect', content: [1] }]);
+    expect(connection.connectionStatus).toBe('disconnected');
+    expect(FakeWebSocket.instances).toHaveLength(1);
+    expect(log.lost).toBe(0);
+    // Keystrokes after the end go nowhere.
+    connection.send({ type: 'stdin', content: ['x'] });
+    expect(ws.sent).toEqual([]);
+    connection.dispose();
+  });
+
+  it('emits server error messages', () => {
+    const { settings } = makeSettings();
+    const connection = new ToolTerminalConnection({
+      session: sessionModel('s1'),
+      serverSettings: settings
+    });
+    const log = record(connection);
+    FakeWebSocket.last.open();
+    FakeWebSocket.last.receive(['error', 'The tool instance stopped']);
+    expect(log.errors).toEqual(['The tool instance stopped']);
+    connection.dispose();
+  });
+
+  it('reconnects a dropped socket and sends the last size again', async () => {
+    jest.useFakeTimers();
+    try {
+      const { settings } = makeSettings();
+      const connection = new ToolTerminalConnection({
+        session: sessionModel('s1'),
+        serverSettings: settings,
+        reconnectDelay: 100
+      });
+      const log = record(connection);
+      FakeWebSocket.last.open();
+      connection.send({ type: 'set_size', content: [40, 120] });
+      FakeWebSocket.last.drop();
+      expect(connection.connectionStatus).toBe('connecting');
+      jest.advanceTimersByTime(100);
+      expect(FakeWebSocket.instances).toHaveLength(2);
+      FakeWebSocket.last.open();
+      expect(connection.connectionStatus).toBe('connected');
+      expect(FakeWebSocket.last.sent).toEqual([['set_size', 40, 120]]);
+      expect(FakeWebSocket.last.url).toBe(FakeWebSocket.instances[0].url);
+      expect(log.lost).toBe(0);
+      connection.dispose();
+    } finally {
+      jest.useRealTimers();
+    }
+  });
+
+  it('gives up when the session is gone (upgrade refused)', () => {
+    jest.useFakeTimers();
+    try {
+      const { settings } = makeSettings();
+      const connection = new ToolTerminalConnection({
+        session: sessionModel('s1'),
+        serverSettings: settings,
+        reconnectDelay: 10
+      });
+      const log = record(connection);
+      FakeWebSocket.last.open();
+      FakeWebSocket.last.drop();
+      jest.advanceTimersByTime(10);
+      FakeWebSocket.last.fail();
+      jest.runOnlyPendingTimers();
+      expect(FakeWebSocket.instances).toHaveLength(2);
+      expect(connection.connectionStatus).toBe('disconnected');
+      expect(connection.hasEnded).toBe(true);
+      expect(log.lost).toBe(1);
+      connection.dispose();
+    } finally {
+      jest.useRealTimers();
+    }
+  });
+
+  it('stops after the maximum number of reconnections', () => {
+    jest.useFakeTimers();
+    try {
+      const { settings } = makeSettings();
+      const connection = new ToolTerminalConnection({
+        session: sessionModel('s1'),
+        serverSettings: settings,
+        reconnectDelay: 10,
+        maxReconnects: 2
+      });
+      const log = record(connection);
+      for (let i = 0; i < 3; i++) {
+        FakeWebSocket.last.open();
+        FakeWebSocket.last.drop();
+        jest.runOnlyPendingTimers();
+      }
+      expect(FakeWebSocket.instances).toHaveLength(3);
+      expect(log.lost).toBe(1);
+      expect(connection.connectionStatus).toBe('disconnected');
+      connection.dispose();
+    } finally {
+      jest.useRealTimers();
+    }
+  });
+
+  it('starts a new session in the same instance and connects to it', async () => {
+    const { settings, requests } = makeSettings([
+      { status: 201, body: sessionModel('s2') }
+    ]);
+    const connection = new ToolTerminalConnection({
+      session: sessionModel('s1'),
+      serverSettings: settings
+    });
+    const changed: string[] = [];
+    connection.sessionChanged.connect((_, s) => changed.push(s.id));
+    const first = FakeWebSocket.last;
+    first.open();
+    connection.send({ type: 'set_size', content: [25, 90] });
+    first.receive(['exit', 0]);
+    first.receive(['disconnect', 1]);
+    first.drop();
+
+    const started = connection.startNewSession();
+    // Let the POST resolve, then accept the new socket.
+    await new Promise(resolve => setTimeout(resolve, 0));
+    expect(FakeWebSocket.instances).toHaveLength(2);
+    const second = FakeWebSocket.last;
+    expect(second.url).toBe(
+      'ws://localhost:8888/user/alice/tool-terminal/websocket/s2'
+    );
+    second.open();
+    await expect(started).resolves.toEqual(sessionModel('s2'));
+    expect(requests[0].method).toBe('POST');
+    expect(JSON.parse(requests[0].body)).toEqual({ instance: 'pg-1' });
+    expect(connection.name).toBe('s2');
+    expect(connection.hasEnded).toBe(false);
+    expect(connection.exitCode).toBeNull();
+    expect(changed).toEqual(['s2']);
+    expect(second.sent).toEqual([['set_size', 25, 90]]);
+    connection.dispose();
+  });
+
+  it('resets through the REST route, keeping its socket', async () => {
+    const { settings, requests } = makeSettings([
+      { status: 200, body: sessionModel('s1') }
+    ]);
+    const connection = new ToolTerminalConnection({
+      session: sessionModel('s1'),
+      serverSettings: settings
+    });
+    FakeWebSocket.last.open();
+    await connection.reset();
+    expect(requests[0].method).toBe('POST');
+    expect(pathOf(requests[0])).toBe(
+      '/user/alice/tool-terminal/api/sessions/s1/reset'
+    );
+    expect(FakeWebSocket.instances).toHaveLength(1);
+    expect(FakeWebSocket.last.closed).toBe(false);
+    connection.dispose();
+  });
+
+  it('shuts down: deletes the session and closes the socket', async () => {
+    const { settings, requests } = makeSettings([{ status: 204 }]);
+    const connection = new ToolTerminalConnection({
+      session: sessionModel('s1'),
+      serverSettings: settings
+    });
+    let disposed = false;
+    connection.disposed.connect(() => (disposed = true));
+    const ws = FakeWebSocket.last;
+    ws.open();
+    await connection.shutdown();
+    expect(requests[0].method).toBe('DELETE');
+    expect(pathOf(requests[0])).toBe(
+      '/user/alice/tool-terminal/api/sessions/s1'
+    );
+    expect(ws.closed).toBe(true);
+    expect(disposed).toBe(true);
+    expect(connection.isDisposed).toBe(true);
+    expect(connection.connectionStatus).toBe('disconnected');
+  });
+
+  it('treats a session already gone as shut down', async () => {
+    const { settings } = makeSettings([
+      { status: 403, body: { message: 'Forbidden' } }
+    ]);
+    const connection = new ToolTerminalConnection({
+      session: sessionModel('s1'),
+      serverSettings: settings
+    });
+    FakeWebSocket.last.open();
+    await expect(connection.shutdown()).resolves.toBeUndefined();
+  });
+
+  it('does not delete a session that already ended', async () => {
+    const { settings, requests } = makeSettings();
+    const connection = new ToolTerminalConnection({
+      session: sessionModel('s1'),
+      serverSettings: settings
+    });
+    FakeWebSocket.last.open();
+    FakeWebSocket.last.receive(['exit', 0]);
+    await connection.shutdown();
+    expect(requests).toHaveLength(0);
+  });
+
+  it('closes its socket and ignores it after dispose', () => {
+    const { settings } = makeSettings();
+    const connection = new ToolTerminalConnection({
+      session: sessionModel('s1'),
+      serverSettings: settings
+    });
+    const ws = FakeWebSocket.last;
+    ws.open();
+    connection.dispose();
+    expect(ws.closed).toBe(true);
+    connection.send({ type: 'stdin', content: ['x'] });
+    expect(ws.sent).toEqual([]);
+    connection.dispose();
+    expect(connection.isDisposed).toBe(true);
+  });
+});

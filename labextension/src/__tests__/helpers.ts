@@ -1,0 +1,144 @@
+// Copyright (c) jupyter-tool-terminal developers.
+// Distributed under the terms of the Modified BSD License.
+
+import { ServerConnection } from '@jupyterlab/services';
+
+import type { ISessionModel } from '../tokens';
+
+/**
+ * A recorded request of the fake fetch.
+ */
+export interface IRecordedRequest {
+  url: string;
+  method: string;
+  headers: Headers;
+  body: string;
+}
+
+/**
+ * A canned answer of the fake fetch.
+ */
+export interface IFakeAnswer {
+  status: number;
+  body?: unknown;
+}
+
+/**
+ * A fake WebSocket that records what the client sends and lets the test
+ * drive the server side.
+ */
+export class FakeWebSocket {
+  static instances: FakeWebSocket[] = [];
+
+  static get last(): FakeWebSocket {
+    return FakeWebSocket.instances[FakeWebSocket.instances.length - 1];
+  }
+
+  constructor(url: string) {
+    this.url = url;
+    FakeWebSocket.instances.push(this);
+  }
+
+  readonly url: string;
+  readyState = 0;
+  sent: unknown[] = [];
+  closed = false;
+  onopen: ((event: Event) => void) | null = null;
+  onmessage: ((event: MessageEvent) => void) | null = null;
+  onerror: ((event: Event) => void) | null = null;
+  onclose: ((event: CloseEvent) => void) | null = null;
+
+  send(data: string): void {
+    this.sent.push(JSON.parse(data));
+  }
+
+  close(): void {
+    this.closed = true;
+    this.readyState = 3;
+  }
+
+  /** Server side: accept the upgrade. */
+  open(): void {
+    this.readyState = 1;
+    this.onopen?.(new Event('open'));
+  }
+
+  /** Server side: send a frame (a list is JSON-encoded). */
+  receive(frame: unknown): void {
+    const data = typeof frame === 'string' ? frame : JSON.stringify(frame);
+    this.onmessage?.(new MessageEvent('message', { data }));
+  }
+
+  /** Server side: refuse the upgrade (403) or fail. */
+  fail(): void {
+    this.onerror?.(new Event('error'));
+    this.drop();
+  }
+
+  /** Server side: close the socket. */
+  drop(): void {
+    this.readyState = 3;
+    this.onclose?.(new Event('close') as CloseEvent);
+  }
+}
+
+/**
+ * Make server settings under a JupyterHub-like prefix with a fake fetch and
+ * a fake WebSocket.
+ */
+export function makeSettings(
+  answers: IFakeAnswer[] = [],
+  overrides: Partial<ServerConnection.ISettings> = {}
+): { settings: ServerConnection.ISettings; requests: IRecordedRequest[] } {
+  const requests: IRecordedRequest[] = [];
+  const queue = [...answers];
+  const fakeFetch = async (request: Request): Promise<Response> => {
+    requests.push({
+      url: request.url,
+      method: request.method,
+      headers: request.headers,
+      body: request.body === null ? '' : await request.text()
+    });
+    const answer = queue.shift() ?? { status: 200, body: [] };
+    const body =
+      answer.body === undefined || answer.status === 204
+        ? null
+        : JSON.stringify(answer.body);
+    return new Response(body, {
+      status: answer.status,
+      headers: { 'Content-Type': 'application/json' }
+    });
+  };
+  const settings = ServerConnection.makeSettings({
+    baseUrl: 'http://localhost:8888/user/alice/',
+    wsUrl: 'ws://localhost:8888/user/alice/',
+    token: '',
+    appendToken: false,
+    fetch: fakeFetch as typeof fetch,
+    WebSocket: FakeWebSocket as unknown as typeof WebSocket,
+    ...overrides
+  });
+  return { settings, requests };
+}
+
+/**
+ * A session model as the server returns it.
+ */
+export function sessionModel(id: string, instance = 'pg-1'): ISessionModel {
+  return {
+    id,
+    instance,
+    tool: 'postgres',
+    created: '2026-01-01T00:00:00Z',
+    last_activity: '2026-01-01T00:00:00Z',
+    clients: 0
+  };
+}
+
+/**
+ * The path of a recorded request, without the cache-busting query.
+ */
+export function pathOf(request: IRecordedRequest): string {
+  const url = new URL(request.url);
+  return url.pathname;
+}
