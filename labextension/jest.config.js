@@ -3,6 +3,7 @@ const jestJupyterLab = require('@jupyterlab/testutils/lib/jest-config');
 const esModules = [
   '@codemirror',
   '@jupyter/ydoc',
+  '@jupyterlab/',
   '@jupyter/react-components',
   '@jupyter/web-components',
   '@microsoft',

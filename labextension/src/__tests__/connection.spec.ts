@@ -4,12 +4,7 @@
 import type { Terminal } from '@jupyterlab/services';
 
 import { ToolTerminalConnection, webSocketUrl } from '../connection';
-import {
-  FakeWebSocket,
-  makeSettings,
-  pathOf,
-  sessionModel
-} from './helpers';
+import { FakeWebSocket, makeSettings, pathOf, sessionModel } from './helpers';
 
 /**
  * Collect the messages, statuses, exits and errors of a connection.
@@ -287,8 +282,9 @@ describe('ToolTerminalConnection', () => {
         maxReconnects: 2
       });
       const log = record(connection);
+      FakeWebSocket.last.open();
       for (let i = 0; i < 3; i++) {
-        FakeWebSocket.last.open();
+        // Sockets that close before they open, without an error.
         FakeWebSocket.last.drop();
         jest.runOnlyPendingTimers();
       }
@@ -376,6 +372,7 @@ describe('ToolTerminalConnection', () => {
     expect(disposed).toBe(true);
     expect(connection.isDisposed).toBe(true);
     expect(connection.connectionStatus).toBe('disconnected');
+    connection.dispose();
   });
 
   it('treats a session already gone as shut down', async () => {
@@ -388,6 +385,7 @@ describe('ToolTerminalConnection', () => {
     });
     FakeWebSocket.last.open();
     await expect(connection.shutdown()).resolves.toBeUndefined();
+    connection.dispose();
   });
 
   it('does not delete a session that already ended', async () => {
@@ -400,6 +398,7 @@ describe('ToolTerminalConnection', () => {
     FakeWebSocket.last.receive(['exit', 0]);
     await connection.shutdown();
     expect(requests).toHaveLength(0);
+    connection.dispose();
   });
 
   it('closes its socket and ignores it after dispose', () => {
