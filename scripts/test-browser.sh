@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# Real-browser end-to-end test of the JupyterLab extension.
+#
+# Starts labelled tool containers on the real Docker Engine and JupyterLab
+# (with jupyter-tool-terminal, under a JupyterHub-like prefix /user/<owner>/,
+# token auth), then drives Debian's chromium with Playwright (ui-tests/):
+# launcher tile -> terminal -> `echo $((6*7))` -> 42 -> resize -> stty size
+# -> exit code -> new session -> reset -> close -> shell gone from docker top.
+# Saves docs/launcher.png and docs/terminal.png. Every container and server
+# it started is removed on exit, failure included.
+#
+# Assumes: chromium at /usr/bin/chromium (or E2E_CHROMIUM), dockerd running,
+# the Python package installed (`pip install -e .` or the wheel), Node and
+# jlpm, and the image jupyter-tool-terminal-test:latest (built with
+# scripts/build-test-image.sh when missing).
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+image=${E2E_IMAGE:-jupyter-tool-terminal-test:latest}
+chromium=${E2E_CHROMIUM:-/usr/bin/chromium}
+owner=e2e-alice
+tool=e2etool
+display_name="E2E Tool"
+suffix="$$-$RANDOM"
+container="jtt-e2e-$suffix"
+other_container="jtt-e2e-other-$suffix"
+
+work=$(mktemp -d /tmp/jtt-e2e.XXXXXX)
+server_pid=""
+containers=()
+
+cleanup() {
+  local rc=$?
+  set +e
+  if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
+    kill -TERM "$server_pid" 2>/dev/null
+    for _ in $(seq 1 50); do
+      kill -0 "$server_pid" 2>/dev/null || break
+      sleep 0.2
+    done
+    kill -KILL "$server_pid" 2>/dev/null
+  fi
+  for name in "${containers[@]}"; do
+    docker rm -f "$name" >/dev/null 2>&1
+  done
+  if [ "$rc" -ne 0 ] && [ -f "$work/jupyter.log" ]; then
+    echo "---- last lines of the JupyterLab log ----" >&2
+    tail -n 60 "$work/jupyter.log" >&2
+  fi
+  rm -rf "$work"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "prerequisites"
+[ -x "$chromium" ] || { echo "chromium not found at $chromium" >&2; exit 1; }
+docker info >/dev/null || { echo "the Docker Engine does not answer" >&2; exit 1; }
+python -c "import jupyter_tool_terminal" || {
+  echo "install the package first: pip install -e ." >&2
+  exit 1
+}
+if ! docker image inspect "$image" >/dev/null 2>&1; then
+  bash "$repo/scripts/build-test-image.sh" "$image"
+fi
+
+step "labextension build"
+built="$repo/jupyter_tool_terminal/labextension"
+if [ ! -f "$built/static/style.js" ] || [ -n "${E2E_REBUILD:-}" ]; then
+  (cd "$repo/labextension" && jlpm install --immutable && jlpm build)
+fi
+# Serve the built extension from this tree without touching the Python
+# environment: a private JUPYTER_PATH holding a link to it comes first.
+mkdir -p "$work/data/labextensions"
+ln -s "$built" "$work/data/labextensions/jupyter-tool-terminal"
+
+step "tool containers"
+docker run -d --network none \
+  --label jupyter-tool-terminal.owner="$owner" \
+  --label jupyter-tool-terminal.tool="$tool" \
+  --name "$container" "$image" >/dev/null
+containers+=("$container")
+docker run -d --network none \
+  --label jupyter-tool-terminal.owner=someone-else \
+  --label jupyter-tool-terminal.tool="$tool" \
+  --name "$other_container" "$image" >/dev/null
+containers+=("$other_container")
+
+step "JupyterLab"
+port=$(python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+token=$(python -c 'import secrets; print(secrets.token_hex(24))')
+banner="TOOL-BANNER-$RANDOM-READY"
+base_path="/user/$owner/"
+mkdir -p "$work/root" "$work/config" "$work/runtime" "$work/workspaces" \
+  "$work/settings/@jupyterlab/terminal-extension" \
+  "$work/settings/@jupyterlab/apputils-extension"
+# The user's JupyterLab terminal settings, which tool terminals follow too:
+# the screen reader mode gives the test the screen as text.
+cat > "$work/settings/@jupyterlab/terminal-extension/plugin.jupyterlab-settings" <<'JSON'
+{ "screenReaderMode": true, "fontSize": 14 }
+JSON
+# No news/update toast over the page (the network is closed anyway).
+cat > "$work/settings/@jupyterlab/apputils-extension/notification.jupyterlab-settings" <<'JSON'
+{ "fetchNews": "false", "checkForUpdates": false }
+JSON
+cat > "$work/config/jupyter_server_config.py" <<PY
+c = get_config()  # noqa: F821
+c.ServerApp.jpserver_extensions = {"jupyter_tool_terminal": True, "jupyterlab": True}
+c.ServerApp.ip = "127.0.0.1"
+c.ServerApp.port = $port
+c.ServerApp.port_retries = 0
+c.ServerApp.open_browser = False
+c.ServerApp.allow_root = True
+c.ServerApp.base_url = "$base_path"
+c.ServerApp.root_dir = "$work/root"
+c.IdentityProvider.token = "$token"
+c.LabApp.news_url = None
+c.LabApp.check_for_updates_class = "jupyterlab.NeverCheckForUpdate"
+c.LabServerApp.workspaces_dir = "$work/workspaces"
+c.LabServerApp.user_settings_dir = "$work/settings"
+c.ToolTerminalApp.owner = "$owner"
+c.ToolTerminalApp.tool_types = {
+    "$tool": {
+        "display_name": "$display_name",
+        "shell": ["/bin/sh"],
+        "startup_command": "echo $banner",
+        "icon": (
+            '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24">'
+            '<rect x="2" y="4" width="20" height="16" rx="2" fill="#616161"/>'
+            '<circle data-e2e-icon="1" cx="8" cy="12" r="3" fill="#f5f5f5"/>'
+            '</svg>'
+        ),
+    },
+}
+PY
+(
+  cd "$work/root"
+  export JUPYTER_CONFIG_DIR="$work/config" JUPYTER_RUNTIME_DIR="$work/runtime" \
+    JUPYTER_PATH="$work/data" JUPYTERLAB_SETTINGS_DIR="$work/settings" \
+    JUPYTERLAB_WORKSPACES_DIR="$work/workspaces" JUPYTER_PLATFORM_DIRS=1
+  exec jupyter lab --config="$work/config/jupyter_server_config.py"
+) >"$work/jupyter.log" 2>&1 &
+server_pid=$!
+base_url="http://127.0.0.1:$port$base_path"
+for _ in $(seq 1 120); do
+  if curl -fsS -o /dev/null -H "Authorization: token $token" "${base_url}tool-terminal/api/instances" 2>/dev/null; then
+    break
+  fi
+  kill -0 "$server_pid" 2>/dev/null || { echo "JupyterLab exited" >&2; exit 1; }
+  sleep 0.5
+done
+curl -fsS -H "Authorization: token $token" "${base_url}tool-terminal/api/instances"
+echo
+curl -fsS -H "Authorization: token $token" "${base_url}lab/api/extensions" | grep -q '"name": *"jupyter-tool-terminal"' || {
+  echo "JupyterLab does not serve the jupyter-tool-terminal labextension" >&2
+  exit 1
+}
+
+step "ui-tests (Playwright + $chromium)"
+mkdir -p "$repo/docs"
+cd "$repo/ui-tests"
+PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 jlpm install --immutable
+E2E_BASE_URL="$base_url" E2E_TOKEN="$token" E2E_CONTAINER="$container" \
+  E2E_OTHER_CONTAINER="$other_container" E2E_DISPLAY_NAME="$display_name" \
+  E2E_BANNER="$banner" E2E_DOCS_DIR="$repo/docs" E2E_CHROMIUM="$chromium" \
+  jlpm playwright test
+echo
+echo "browser end-to-end test passed"
