@@ -13,7 +13,7 @@ import secrets
 import time
 import typing as t
 
-from .runtime import Instance, RuntimeUnavailable, ShellChannel, ToolRuntime
+from .runtime import Instance, ShellChannel, ToolRuntime
 from .tooltypes import ToolType
 
 #: Terminal size bounds: anything a client sends is clamped into these.
@@ -132,6 +132,7 @@ class Session:
         channel, self._channel = self._channel, None
         if channel is not None:
             channel.close()
+            await channel.wait_started(timeout=5.0)
         if self._tag:
             await self._runtime.kill_tagged(self.instance.container_id, [self._tag])
 
@@ -153,9 +154,9 @@ class Session:
             if self.ended:
                 return
             self.ended = True
+            self._on_ended(self, reason)
             await self._stop_shell()
             self._disconnect_clients()
-            self._on_ended(self, reason)
 
     def _disconnect_clients(self, code: int | None = None, reason: str | None = None) -> None:
         self._broadcast(["disconnect", 1])
@@ -208,16 +209,16 @@ class Session:
             self.ended = True
             try:
                 code = await channel.exit_code()
-            except (RuntimeUnavailable, Exception):
+            except Exception:  # noqa: BLE001 - the engine may be gone; the code is then unknown
                 code = None
             self._pump_task = None
-            await self._stop_shell()
+            self._on_ended(self, "exit" if code is not None else "instance stopped")
             if code is None:
                 self._broadcast(["error", "The tool instance stopped; the terminal has ended."])
             else:
                 self._broadcast(["exit", code])
+            await self._stop_shell()
             self._disconnect_clients()
-            self._on_ended(self, "exit" if code is not None else "instance stopped")
 
     # -- clients ------------------------------------------------------------------------------
 
@@ -268,7 +269,7 @@ class Session:
                 return
             try:
                 await channel.resize(*wanted)
-            except Exception as error:
+            except Exception as error:  # noqa: BLE001 - a shell that just ended cannot be resized
                 self._log.debug("Resize failed: %s", type(error).__name__)
                 return
             applied = wanted

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import subprocess
@@ -120,14 +121,25 @@ def container_processes(container: t.Any) -> list[str]:
     return [row[index] for row in top["Processes"]]
 
 
-def wait_for_processes(container: t.Any, only: set[str], timeout: float = 2.0) -> list[str]:
-    """Poll `docker top` until only ``only`` runs; return the last listing."""
+async def wait_for_processes(container: t.Any, only: set[str], timeout: float = 2.0) -> list[str]:
+    """Poll `docker top` until only ``only`` runs; return the last listing.
+
+    The server under test shares this event loop, so the wait must never block it.
+    """
     deadline = time.monotonic() + timeout
     while True:
-        processes = container_processes(container)
+        processes = await asyncio.to_thread(container_processes, container)
         if set(processes) <= only or time.monotonic() > deadline:
             return processes
-        time.sleep(0.05)
+        await asyncio.sleep(0.05)
+
+
+async def wait_until(predicate: t.Callable[[], t.Awaitable[bool]], timeout: float = 5.0) -> None:
+    """Poll an async predicate (without blocking the shared event loop) until it holds."""
+    deadline = time.monotonic() + timeout
+    while not await predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.02)
 
 
 @pytest.fixture

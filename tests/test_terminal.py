@@ -73,7 +73,7 @@ async def test_reset_runs_the_startup_command_again_for_attached_clients(
     new_pid = await term.run("echo $$")
     assert new_pid != old_pid
     assert await term.run("pwd") == "/data\r\n"
-    processes = wait_for_processes(container, BASE_PROCESSES | {"/bin/sh"})
+    processes = await wait_for_processes(container, BASE_PROCESSES | {"/bin/sh"})
     assert not [p for p in processes if "4242" in p], processes
 
 

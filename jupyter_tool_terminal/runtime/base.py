@@ -52,6 +52,14 @@ class ShellChannel(abc.ABC):
         """Set the terminal size."""
 
     @abc.abstractmethod
+    async def wait_started(self, timeout: float) -> None:
+        """Wait until the engine has really started the shell process.
+
+        The engine answers the start request before the process exists; a kill before then
+        would find nothing and leave the shell to start afterwards, orphaned.
+        """
+
+    @abc.abstractmethod
     async def exit_code(self) -> int | None:
         """Return the shell's exit code once it has ended (``None`` if unknown)."""
 

@@ -101,6 +101,7 @@ class _SocketShellChannel(ShellChannel):
         self.exec_id = exec_id
         self.reader = reader
         self._writer = writer
+        self._started = False
 
     async def write(self, data: bytes) -> None:
         self._writer.write(data)
@@ -108,6 +109,24 @@ class _SocketShellChannel(ShellChannel):
 
     async def resize(self, rows: int, cols: int) -> None:
         await self._runtime.call("exec_resize", self.exec_id, height=rows, width=cols)
+
+    async def wait_started(self, timeout: float) -> None:
+        if self._started:
+            return
+        deadline = asyncio.get_running_loop().time() + timeout
+        delay = 0.005
+        while True:
+            try:
+                info = await self._runtime.call("exec_inspect", self.exec_id)
+            except Exception:  # noqa: BLE001 - exec or engine gone: nothing left to wait for
+                return
+            if info.get("Running") or info.get("ExitCode") is not None:
+                self._started = True
+                return
+            if asyncio.get_running_loop().time() > deadline:
+                return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.1)
 
     async def exit_code(self) -> int | None:
         info = await self._runtime.call("exec_inspect", self.exec_id)
@@ -134,6 +153,7 @@ class _ThreadShellChannel(_SocketShellChannel):
         self.reader = asyncio.StreamReader(limit=_READ_LIMIT, loop=loop)
         self._loop = loop
         self._closed = False
+        self._started = False
         threading.Thread(target=self._pump, name=f"exec-{exec_id[:12]}", daemon=True).start()
 
     def _pump(self) -> None:

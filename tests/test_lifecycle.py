@@ -1,0 +1,126 @@
+"""No orphans: every way a session ends kills the shell and everything it started."""
+
+from __future__ import annotations
+
+import asyncio
+import typing as t
+
+import pytest
+
+from .conftest import (
+    BASE_PROCESSES,
+    Api,
+    InstanceFactory,
+    container_processes,
+    wait_for_processes,
+    wait_until,
+)
+
+
+async def _busy_terminal(alice: Api, container: t.Any) -> tuple[dict[str, t.Any], t.Any]:
+    """A session whose shell started background work: two sleeps, one in its own session."""
+    model, term = await alice.terminal(container.name)
+    term.send("stdin", "sleep 1001 & setsid sleep 1002 & env -i sleep 1003 &\r")
+    await term.run("true")
+    processes = await asyncio.to_thread(container_processes, container)
+    assert any("sleep 1001" in p for p in processes), processes
+    assert any("sleep 1002" in p for p in processes), processes
+    assert any("sleep 1003" in p for p in processes), processes
+    assert "/bin/sh" in processes
+    return model, term
+
+
+async def _assert_only_base(container: t.Any) -> None:
+    processes = await wait_for_processes(container, BASE_PROCESSES, timeout=2.0)
+    assert set(processes) <= BASE_PROCESSES, processes
+
+
+async def test_closing_the_last_websocket_kills_everything(
+    alice: Api, make_instance: InstanceFactory
+) -> None:
+    container = make_instance()
+    model, term = await _busy_terminal(alice, container)
+    term.ws.close()
+    await _assert_only_base(container)
+    status, _ = await alice.status("GET", "sessions", model["id"])
+    assert status == 403
+
+
+async def test_delete_kills_everything(alice: Api, make_instance: InstanceFactory) -> None:
+    container = make_instance()
+    model, term = await _busy_terminal(alice, container)
+    await alice.call("DELETE", "sessions", model["id"])
+    await term.expect_frame("disconnect")
+    await _assert_only_base(container)
+    assert await alice.call("GET", "sessions") == []
+
+
+async def test_shell_exit_sends_exit_code_then_disconnect(
+    alice: Api, make_instance: InstanceFactory
+) -> None:
+    container = make_instance()
+    model, term = await _busy_terminal(alice, container)
+    term.send("stdin", "exit 7\r")
+    assert await term.expect_frame("exit") == ["exit", 7]
+    assert await term.expect_frame("disconnect") == ["disconnect", 1]
+    await term.wait_closed()
+    await _assert_only_base(container)
+    status, _ = await alice.status("GET", "sessions", model["id"])
+    assert status == 403
+
+
+async def test_server_shutdown_kills_every_session(
+    jp_serverapp: t.Any, alice: Api, make_instance: InstanceFactory
+) -> None:
+    first, second = make_instance(), make_instance()
+    await _busy_terminal(alice, first)
+    await _busy_terminal(alice, second)
+    await alice.open_session(second.name)  # never attached
+    extension = jp_serverapp.extension_manager.extension_apps["jupyter_tool_terminal"]
+    (app,) = extension
+    await app.stop_extension()
+    await _assert_only_base(first)
+    await _assert_only_base(second)
+
+
+async def test_a_session_never_attached_is_closed(
+    alice: Api, make_instance: InstanceFactory, jp_serverapp: t.Any
+) -> None:
+    (app,) = jp_serverapp.extension_manager.extension_apps["jupyter_tool_terminal"]
+    app.session_manager.attach_timeout = 0.2
+    container = make_instance()
+    model = await alice.open_session(container.name)
+    assert [s["id"] for s in await alice.call("GET", "sessions")] == [model["id"]]
+
+    async def no_sessions() -> bool:
+        return bool(await alice.call("GET", "sessions") == [])
+
+    await wait_until(no_sessions)
+    await _assert_only_base(container)
+
+
+class TestGracePeriod:
+    """With ``disconnect_grace`` set, a reload can come back to its session."""
+
+    @pytest.fixture
+    def extension_config(self) -> dict[str, t.Any]:
+        return {"disconnect_grace": 5.0}
+
+    async def test_a_client_can_reconnect(self, alice: Api, make_instance: InstanceFactory) -> None:
+        container = make_instance()
+        model, term = await alice.terminal(container.name)
+        await term.run("export KEPT=yes")
+        term.ws.close()
+        again = await alice.connect(model["id"])
+        assert await again.run("echo $KEPT") == "yes\r\n"
+
+
+async def test_delete_right_after_create_leaves_no_shell(
+    alice: Api, make_instance: InstanceFactory
+) -> None:
+    # The engine answers the start request before the process exists: the kill must wait.
+    container = make_instance()
+    for _ in range(3):
+        model = await alice.open_session(container.name)
+        await alice.call("DELETE", "sessions", model["id"])
+    await _assert_only_base(container)
