@@ -137,9 +137,8 @@ test('launcher tile, terminal, resize, exit, reset and close', async ({
   await expect(page.getByText(OTHER_CONTAINER)).toHaveCount(0);
   // The tool type's own SVG icon is on the tile.
   await expect(tile.locator('svg [data-e2e-icon]')).toHaveCount(1);
-  await page.locator('.jp-Launcher').screenshot({
-    path: path.join(DOCS_DIR, 'launcher.png')
-  });
+  await section.scrollIntoViewIfNeeded();
+  await page.screenshot({ path: path.join(DOCS_DIR, 'launcher.png') });
 
   // Open a terminal from the tile: the tab names the instance, the startup
   // command's banner comes first.
@@ -162,9 +161,7 @@ test('launcher tile, terminal, resize, exit, reset and close', async ({
   const before = await waitForLine(terminal, /^SIZE=(\d+) (\d+)$/);
   const rowsBefore = (await screenLines(terminal)).length;
   expect(Number(before[1])).toBe(rowsBefore);
-  await page.locator('#jp-main-dock-panel').screenshot({
-    path: path.join(DOCS_DIR, 'terminal.png')
-  });
+  await page.screenshot({ path: path.join(DOCS_DIR, 'terminal.png') });
 
   await page.setViewportSize({ width: 960, height: 560 });
   await expect
@@ -207,6 +204,23 @@ test('launcher tile, terminal, resize, exit, reset and close', async ({
     await typeLine(page, terminal, 'echo PID=$$');
     await waitForLine(terminal, /^PID=(\d+)$/, m => m[1] !== pid[1]);
   }).toPass({ timeout: 30_000 });
+
+  // A second panel on the same instance is an independent session.
+  const shellsOfOne = shells().length;
+  await page.locator('.lm-DockPanel-tabBar .lm-TabBar-addButton').click();
+  await tile.click();
+  await expect(tab).toHaveCount(2);
+  const second = activeTerminal(page);
+  await expect(second.locator('.xterm-accessibility-tree')).toContainText(
+    BANNER
+  );
+  await expect.poll(() => shells().length).toBe(2 * shellsOfOne);
+  await typeLine(page, second, 'echo PID=$$');
+  await waitForLine(second, /^PID=(\d+)$/, m => m[1] !== pid[1]);
+  await tabMenu(page, 'Close Tool Terminal Session');
+  await expect(tab).toHaveCount(1);
+  await expect.poll(() => shells().length).toBe(shellsOfOne);
+  await tab.click();
 
   // Close the session from the tab's context menu: the panel closes and the
   // shell is gone from the container.
