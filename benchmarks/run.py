@@ -1,0 +1,1174 @@
+"""Performance benchmark of jupyter-tool-terminal against the ways people get terminals today.
+
+``python benchmarks/run.py`` starts everything it measures itself, over loopback only:
+
+* ``tool``: jupyter_server + this extension, real Docker Engine, a busybox tool instance;
+* ``A``: jupyter_server + ``jupyter_server_terminals`` with a local ``/bin/sh``;
+* ``B``: the same with ``shell_command=["docker", "exec", "-it", CONTAINER, "/bin/sh"]``;
+* ``C``: no server, no WebSocket: the ``docker`` SDK's raw exec TTY socket on the same container.
+
+It measures opening a terminal, keystroke echo, a flood of output, many concurrent typing
+sessions and one typing session while others open and close, prints one table with every figure
+of this project as a ratio to A, B and C of the same run, writes a JSON file and a plot.
+
+``--quick`` runs every path once with tiny sizes (what CI runs); it exits non-zero if any fails.
+Every container and server it starts is removed at the end, also on failure or Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import codecs
+import contextlib
+import dataclasses
+import datetime
+import json
+import math
+import os
+import platform
+import random
+import resource
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import typing as t
+from importlib.metadata import version
+from pathlib import Path
+
+import docker
+import matplotlib
+import psutil
+from tornado import httpclient, websocket
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+SCRIPT = Path(__file__).resolve()
+HERE = SCRIPT.parent
+REPO = HERE.parent
+IMAGE = "jupyter-tool-terminal-test:latest"
+OWNER = "bench"
+TOOL = "bench"
+RUN_LABEL = "jupyter-tool-terminal-bench.run"
+#: The prompt every shell gets; typed as ``'@@''P> '`` so the echo of the command never matches.
+PROMPT = "@@P> "
+READY_COMMAND = "PS1='@@''P> '; echo READY_$((6*7))\r"
+READY = "READY_42"
+#: Keystrokes cycle through letters that no escape sequence of busybox ash ends with.
+KEYS = "abcdefgijkopqrsuvwxyz"
+#: Keystrokes per line before the line is submitted (keeps lines shorter than 80 columns).
+LINE = 40
+FLOOD_LINE = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+MIB = 1024 * 1024
+LABELS = {
+    "tool": "this project",
+    "A": "A terminado sh",
+    "B": "B terminado docker CLI",
+    "C": "C raw exec",
+}
+
+
+class BenchError(Exception):
+    """A measurement path failed."""
+
+
+# -- configuration ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Plan:
+    """How much of everything is measured."""
+
+    quick: bool
+    opens: int
+    keystrokes: int
+    flood_bytes: int
+    scale_ns: list[int]
+    scale_ns_b: list[int]
+    scale_seconds: float
+    churn_seconds: float
+    churners: int
+
+    @classmethod
+    def make(cls, quick: bool) -> Plan:
+        if quick:
+            return cls(True, 3, 10, 1_000_000, [5], [5], 2.0, 2.0, 2)
+        return cls(False, 30, 300, 50_000_000, [50, 200, 500], [50, 200], 10.0, 10.0, 4)
+
+
+@dataclasses.dataclass
+class Target:
+    """Something that opens terminals: ``kind`` is ``tool``, ``terminado`` or ``raw``."""
+
+    key: str
+    kind: str
+    base: str = ""
+    token: str = ""
+    container: str = ""
+
+    def ws_base(self) -> str:
+        return self.base.replace("http://", "ws://", 1)
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"token {self.token}"}
+
+
+# -- statistics ------------------------------------------------------------------------------
+
+
+def percentile(values: t.Sequence[float], fraction: float) -> float:
+    """Nearest-rank percentile (``nan`` for no values)."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(fraction * len(ordered)) - 1))]
+
+
+def ms(seconds: float) -> float:
+    return round(seconds * 1000, 3)
+
+
+# -- terminals -------------------------------------------------------------------------------
+
+
+class Term:
+    """One open terminal as the client sees it: text in, text out."""
+
+    def __init__(self, ident: str) -> None:
+        self.ident = ident
+        self.buf = ""
+
+    async def read(self) -> str | None:
+        """The next piece of output, ``None`` once the terminal is gone."""
+        raise NotImplementedError
+
+    async def send(self, text: str) -> None:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        raise NotImplementedError
+
+    async def recv(self, timeout: float) -> str:
+        try:
+            text = await asyncio.wait_for(self.read(), max(timeout, 0.001))
+        except asyncio.TimeoutError:
+            raise BenchError(f"no output within {timeout:.1f} s; got {self.buf[-200:]!r}") from None
+        if text is None:
+            raise BenchError(f"terminal closed; output so far {self.buf[-200:]!r}")
+        return text
+
+    async def expect(self, pattern: str, timeout: float = 10.0) -> None:
+        """Read until ``pattern`` appeared; consume the output up to and including it."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            index = self.buf.find(pattern)
+            if index >= 0:
+                self.buf = self.buf[index + len(pattern) :]
+                return
+            if len(self.buf) > 1 << 16:
+                self.buf = self.buf[-4096:]
+            self.buf += await self.recv(deadline - loop.time())
+
+
+class WsTerm(Term):
+    """A terminado-protocol WebSocket (this project and both references)."""
+
+    def __init__(self, ident: str, ws: websocket.WebSocketClientConnection) -> None:
+        super().__init__(ident)
+        self.ws = ws
+
+    async def read(self) -> str | None:
+        while True:
+            message = await self.ws.read_message()
+            if message is None:
+                return None
+            frame = json.loads(message)
+            if frame[0] == "stdout":
+                return t.cast(str, frame[1])
+            if frame[0] == "disconnect":
+                return None
+
+    async def send(self, text: str) -> None:
+        await self.ws.write_message(json.dumps(["stdin", text]))
+
+    async def close(self) -> None:
+        self.ws.close()
+
+
+class RawTerm(Term):
+    """The exec's hijacked TTY socket itself (reference C)."""
+
+    def __init__(self, ident: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        super().__init__(ident)
+        self.reader = reader
+        self.writer = writer
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    async def read(self) -> str | None:
+        while True:
+            data = await self.reader.read(65536)
+            if not data:
+                return None
+            text = self.decoder.decode(data)
+            if text:
+                return text
+
+    async def send(self, text: str) -> None:
+        self.writer.write(text.encode())
+        await self.writer.drain()
+
+    async def close(self) -> None:
+        with contextlib.suppress(OSError):
+            await self.send("exit\r")
+        self.writer.close()
+
+
+class Client:
+    """Opens and closes terminals of any target, with one HTTP client and one Docker client."""
+
+    def __init__(self) -> None:
+        httpclient.AsyncHTTPClient.configure(None, max_clients=256)
+        self.http = httpclient.AsyncHTTPClient()
+        self.api: t.Any = docker.from_env(max_pool_size=64).api
+
+    def close(self) -> None:
+        self.http.close()
+        self.api.close()
+
+    async def request(self, target: Target, method: str, path: str, body: t.Any = None) -> t.Any:
+        response = await self.http.fetch(
+            target.base + path,
+            method=method,
+            headers={**target.headers(), "Content-Type": "application/json"},
+            body=None if body is None and method != "POST" else json.dumps(body or {}),
+            request_timeout=60,
+            raise_error=False,
+        )
+        if response.code >= 300:
+            raise BenchError(f"{method} {path}: HTTP {response.code} {response.body[:200]!r}")
+        return json.loads(response.body) if response.body else None
+
+    async def websocket(self, target: Target, path: str) -> websocket.WebSocketClientConnection:
+        request = httpclient.HTTPRequest(
+            target.ws_base() + path, headers=target.headers(), connect_timeout=30
+        )
+        ws = await websocket.websocket_connect(request, max_message_size=64 * MIB)
+        stream = getattr(ws.protocol, "stream", None)
+        if stream is not None:
+            stream.set_nodelay(True)
+        return ws
+
+    async def open(self, target: Target, timeout: float = 30.0) -> tuple[Term, float]:
+        """Open a terminal; returns it and the seconds from the request to a proven-ready shell
+        (the echoed marker). The shell is then at the benchmark prompt."""
+        start = time.perf_counter()
+        term: Term
+        if target.kind == "raw":
+            term = await self._open_raw(target)
+        else:
+            if target.kind == "tool":
+                model = await self.request(
+                    target, "POST", "/tool-terminal/api/sessions", {"instance": target.container}
+                )
+                ident, path = model["id"], f"/tool-terminal/websocket/{model['id']}"
+            else:
+                model = await self.request(target, "POST", "/api/terminals")
+                ident, path = model["name"], f"/terminals/websocket/{model['name']}"
+            term = WsTerm(ident, await self.websocket(target, path))
+            await term.ws.write_message(json.dumps(["set_size", 24, 80, 0, 0]))
+        try:
+            await term.send(READY_COMMAND)
+            await term.expect(READY, timeout)
+            elapsed = time.perf_counter() - start
+            await term.expect(PROMPT, timeout)
+        except BaseException:
+            await self.close_term(target, term)
+            raise
+        return term, elapsed
+
+    async def _open_raw(self, target: Target) -> RawTerm:
+        def start() -> tuple[str, socket.socket]:
+            created = self.api.exec_create(
+                target.container,
+                ["/bin/sh"],
+                stdin=True,
+                tty=True,
+                environment={"TERM": "xterm-256color", "LANG": "C.UTF-8"},
+            )
+            sock = self.api.exec_start(created["Id"], tty=True, socket=True)
+            raw: socket.socket = sock._sock.dup()
+            sock._sock.close()
+            sock.close()
+            raw.setblocking(False)
+            return created["Id"], raw
+
+        exec_id, raw = await asyncio.to_thread(start)
+        reader, writer = await asyncio.open_connection(sock=raw, limit=4 * MIB)
+        term = RawTerm(exec_id, reader, writer)
+        # The size a client would set; not part of the floor, so it does not wait for it.
+        asyncio.get_running_loop().run_in_executor(None, self._resize, exec_id)
+        return term
+
+    def _resize(self, exec_id: str) -> None:
+        with contextlib.suppress(Exception):
+            self.api.exec_resize(exec_id, height=24, width=80)
+
+    async def close_term(self, target: Target, term: Term) -> None:
+        """Close a terminal the way its UI does (DELETE for the servers: processes end)."""
+        try:
+            if target.kind == "tool":
+                await self.request(target, "DELETE", f"/tool-terminal/api/sessions/{term.ident}")
+            elif target.kind == "terminado":
+                await self.request(target, "DELETE", f"/api/terminals/{term.ident}")
+        finally:
+            await term.close()
+
+
+# -- measurements ----------------------------------------------------------------------------
+
+
+async def type_keys(
+    term: Term,
+    samples: list[float],
+    *,
+    count: int,
+    deadline: float | None = None,
+    pause: tuple[float, float] | None = None,
+    timeout: float = 10.0,
+) -> int:
+    """Type up to ``count`` keystrokes (and until ``deadline``), one at a time, each timed from
+    sending it to its echo. Lines are comments, submitted every ``LINE`` keys. Returns how
+    many were typed."""
+    loop = asyncio.get_running_loop()
+    typed = 0
+    while typed < count and (deadline is None or loop.time() < deadline):
+        term.buf = ""
+        await term.send("#")
+        await term.expect("#", timeout)
+        for index in range(min(LINE, count - typed)):
+            if deadline is not None and loop.time() >= deadline:
+                break
+            key = KEYS[index % len(KEYS)]
+            term.buf = ""
+            start = time.perf_counter()
+            await term.send(key)
+            await term.expect(key, timeout)
+            samples.append(time.perf_counter() - start)
+            typed += 1
+            if pause is not None:
+                await asyncio.sleep(random.uniform(*pause))
+        await term.send("\r")
+        await term.expect(PROMPT, timeout)
+    return typed
+
+
+async def measure_open(client: Client, target: Target, plan: Plan) -> dict[str, t.Any]:
+    times = []
+    for _ in range(plan.opens):
+        term, elapsed = await client.open(target)
+        times.append(elapsed)
+        await client.close_term(target, term)
+    return {
+        "p50_ms": ms(percentile(times, 0.5)),
+        "p95_ms": ms(percentile(times, 0.95)),
+        "n": len(times),
+    }
+
+
+async def measure_echo(client: Client, target: Target, plan: Plan) -> dict[str, t.Any]:
+    term, _ = await client.open(target)
+    try:
+        warm: list[float] = []
+        await type_keys(term, warm, count=min(20, plan.keystrokes))
+        samples: list[float] = []
+        await type_keys(term, samples, count=plan.keystrokes)
+    finally:
+        await client.close_term(target, term)
+    return {
+        "p50_ms": ms(percentile(samples, 0.5)),
+        "p99_ms": ms(percentile(samples, 0.99)),
+        "max_ms": ms(max(samples)),
+        "n": len(samples),
+    }
+
+
+def flood_expected(nbytes: int) -> str:
+    line = FLOOD_LINE + "\n"
+    return (line * (nbytes // len(line) + 1))[:nbytes]
+
+
+async def measure_flood(client: Client, target: Target, plan: Plan) -> dict[str, t.Any]:
+    """``plan.flood_bytes`` of output through the terminal, every byte checked."""
+    nbytes = plan.flood_bytes
+    term, _ = await client.open(target)
+    loop = asyncio.get_running_loop()
+    try:
+        await term.send(f"echo F_$((6*7)); yes {FLOOD_LINE} | head -c {nbytes}; echo G_$((6*7))\r")
+        await term.expect("F_42\r\n")
+        start = time.perf_counter()
+        chunks = [term.buf]
+        term.buf = ""
+        received = len(chunks[0])
+        deadline = loop.time() + max(60.0, nbytes / 1e6)
+        tail = chunks[0][-16:]
+        while "G_42" not in tail:
+            chunk = await term.recv(deadline - loop.time())
+            chunks.append(chunk)
+            received += len(chunk)
+            tail = (tail + chunk)[-16:]
+        elapsed = time.perf_counter() - start
+        # The shell's prompt may follow the marker; the command echo cannot contain "G_42".
+        text = "".join(chunks)
+        del chunks
+        body = text[: text.rindex("G_42")].replace("\r\n", "\n")
+        ok = body == flood_expected(nbytes)
+        del text
+        if not ok:
+            raise BenchError(f"flood: {len(body)} characters arrived, expected {nbytes}")
+        del body
+    finally:
+        await client.close_term(target, term)
+    return {"mb_s": round(nbytes / elapsed / 1e6, 2), "seconds": round(elapsed, 3), "bytes": nbytes}
+
+
+def tree_memory(pid: int) -> dict[str, float]:
+    """RSS and PSS (bytes) of a process and every process it started."""
+    root = psutil.Process(pid)
+    processes = [root, *root.children(recursive=True)]
+    rss = pss = 0.0
+    count = 0
+    for process in processes:
+        with contextlib.suppress(psutil.Error):
+            info = process.memory_full_info()
+            rss += info.rss
+            pss += getattr(info, "pss", info.rss)
+            count += 1
+    return {"rss": rss, "pss": pss, "processes": count}
+
+
+async def measure_scale(
+    client: Client, target: Target, n: int, plan: Plan, server_pid: int
+) -> dict[str, t.Any]:
+    """``n`` concurrent sessions, all typing (a key every 0.1-0.3 s) for ``scale_seconds``."""
+    before = await asyncio.to_thread(tree_memory, server_pid)
+    gate = asyncio.Semaphore(16)
+    failures: list[str] = []
+
+    async def open_one() -> Term | None:
+        async with gate:
+            try:
+                term, _ = await client.open(target, timeout=60)
+                return term
+            except Exception as error:  # noqa: BLE001 - counted as a failure
+                failures.append(f"open: {error}")
+                return None
+
+    opened = [term for term in await asyncio.gather(*(open_one() for _ in range(n))) if term]
+    samples: list[float] = []
+    loop = asyncio.get_running_loop()
+
+    async def typist(term: Term, deadline: float) -> None:
+        await asyncio.sleep(random.uniform(0, 0.3))
+        try:
+            await type_keys(
+                term,
+                samples,
+                count=int(plan.scale_seconds / 0.1) + 1,
+                deadline=deadline,
+                pause=(0.1, 0.3),
+                timeout=10,
+            )
+        except Exception as error:  # noqa: BLE001 - recorded, the run goes on
+            failures.append(f"typing: {error}")
+
+    try:
+        deadline = loop.time() + plan.scale_seconds
+        await asyncio.gather(*(typist(term, deadline) for term in opened))
+        after = await asyncio.to_thread(tree_memory, server_pid)
+    finally:
+
+        async def close_one(term: Term) -> None:
+            async with gate:
+                with contextlib.suppress(Exception):
+                    await client.close_term(target, term)
+
+        await asyncio.gather(*(close_one(term) for term in opened))
+    sessions = max(len(opened), 1)
+    return {
+        "n": n,
+        "opened": len(opened),
+        "failures": len(failures),
+        "failure_examples": failures[:3],
+        "keystrokes": len(samples),
+        "echo_p50_ms": ms(percentile(samples, 0.5)),
+        "echo_p99_ms": ms(percentile(samples, 0.99)),
+        "rss_mib_per_session": round((after["rss"] - before["rss"]) / sessions / MIB, 3),
+        "pss_mib_per_session": round((after["pss"] - before["pss"]) / sessions / MIB, 3),
+        "server_processes": after["processes"],
+        "server_rss_mib": round(after["rss"] / MIB, 1),
+    }
+
+
+async def measure_churn(client: Client, target: Target, plan: Plan) -> dict[str, t.Any]:
+    """Echo p99 of one typing session, quiet and then while a separate process opens and
+    closes sessions of the same target in a loop (so the churn's client work is not ours)."""
+    term, _ = await client.open(target)
+    loop = asyncio.get_running_loop()
+    pause = (0.01, 0.03)
+    count = int(plan.churn_seconds / 0.01) + 1
+    worker: asyncio.subprocess.Process | None = None
+    try:
+        await type_keys(term, [], count=20)
+        quiet: list[float] = []
+        await type_keys(
+            term, quiet, count=count, deadline=loop.time() + plan.churn_seconds, pause=pause
+        )
+        spec = {"target": dataclasses.asdict(target), "seconds": plan.churn_seconds + 1.0}
+        spec["concurrency"] = plan.churners
+        worker = await asyncio.create_subprocess_exec(
+            sys.executable,
+            str(SCRIPT),
+            "--churn-worker",
+            json.dumps(spec),
+            stdout=asyncio.subprocess.PIPE,
+        )
+        assert worker.stdout is not None
+        line = await asyncio.wait_for(worker.stdout.readline(), 30)
+        if line.strip() != b"started":
+            raise BenchError(f"churn worker did not start: {line!r}")
+        # Let the churn get going before measuring.
+        await asyncio.sleep(0.5)
+        busy: list[float] = []
+        await type_keys(
+            term, busy, count=count, deadline=loop.time() + plan.churn_seconds, pause=pause
+        )
+        report, _ = await asyncio.wait_for(worker.communicate(), plan.churn_seconds + 60)
+        summary = json.loads(report.decode().strip().splitlines()[-1])
+        worker = None
+    finally:
+        if worker is not None and worker.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                worker.kill()
+            await worker.wait()
+        await client.close_term(target, term)
+    if summary["cycles"] == 0 or summary["failures"]:
+        raise BenchError(f"churn: {summary}")
+    quiet_p99, busy_p99 = percentile(quiet, 0.99), percentile(busy, 0.99)
+    return {
+        "quiet_p50_ms": ms(percentile(quiet, 0.5)),
+        "quiet_p99_ms": ms(quiet_p99),
+        "churn_p50_ms": ms(percentile(busy, 0.5)),
+        "churn_p99_ms": ms(busy_p99),
+        "churn_max_ms": ms(max(busy)),
+        "delta_p99_ms": ms(busy_p99 - quiet_p99),
+        "keystrokes": len(busy),
+        "cycles": summary["cycles"],
+        "cycles_per_s": round(summary["cycles"] / summary["seconds"], 1),
+    }
+
+
+async def churn_worker(spec: dict[str, t.Any]) -> dict[str, t.Any]:
+    """Open and close sessions of one target until the time is up (run in its own process)."""
+    target = Target(**spec["target"])
+    client = Client()
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    deadline = start + float(spec["seconds"])
+    cycles = 0
+    failures: list[str] = []
+
+    async def loop_once() -> None:
+        nonlocal cycles
+        for _ in range(10_000):
+            if loop.time() >= deadline:
+                return
+            try:
+                term, _ = await client.open(target)
+                await client.close_term(target, term)
+                cycles += 1
+            except Exception as error:  # noqa: BLE001 - counted as a failure
+                failures.append(str(error))
+                await asyncio.sleep(0.1)
+
+    print("started", flush=True)
+    try:
+        await asyncio.gather(*(loop_once() for _ in range(int(spec["concurrency"]))))
+    finally:
+        client.close()
+    return {"cycles": cycles, "failures": failures[:3], "seconds": loop.time() - start}
+
+
+# -- servers and containers ------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclasses.dataclass
+class Server:
+    name: str
+    process: subprocess.Popen[bytes]
+    target: Target
+    home: Path
+
+    def log_tail(self) -> str:
+        with contextlib.suppress(OSError):
+            return (self.home / "server.log").read_text(errors="replace")[-3000:]
+        return ""
+
+
+class Lab:
+    """Everything the benchmark started; ``cleanup`` removes it all."""
+
+    def __init__(self) -> None:
+        self.run_id = secrets.token_hex(4)
+        self.docker: t.Any = docker.from_env()
+        self.servers: list[Server] = []
+        self.tmp = Path(tempfile.mkdtemp(prefix="jtt-bench-"))
+
+    def container(self, name: str) -> str:
+        """Start a labelled busybox tool instance; returns its name."""
+        try:
+            self.docker.images.get(IMAGE)
+        except docker.errors.ImageNotFound:
+            subprocess.run(["bash", str(REPO / "scripts/build-test-image.sh"), IMAGE], check=True)
+        full = f"jtt-bench-{self.run_id}-{name}"
+        self.docker.containers.run(
+            IMAGE,
+            name=full,
+            detach=True,
+            init=True,
+            network_mode="none",
+            labels={
+                "jupyter-tool-terminal.owner": OWNER,
+                "jupyter-tool-terminal.tool": TOOL,
+                RUN_LABEL: self.run_id,
+            },
+        )
+        return full
+
+    def start_server(self, name: str, kind: str, config: str, container: str = "") -> Server:
+        home = self.tmp / name
+        (home / "config").mkdir(parents=True)
+        (home / "runtime").mkdir()
+        port, token = free_port(), secrets.token_hex(16)
+        extensions = {
+            "jupyter_tool_terminal": kind == "tool",
+            "jupyter_server_terminals": kind == "terminado",
+            "jupyterlab": False,
+            "jupyter_lsp": False,
+            "notebook_shim": False,
+        }
+        (home / "jupyter_server_config.py").write_text(
+            f"c.ServerApp.ip = '127.0.0.1'\n"
+            f"c.ServerApp.port = {port}\n"
+            f"c.ServerApp.port_retries = 0\n"
+            f"c.ServerApp.open_browser = False\n"
+            f"c.ServerApp.allow_root = True\n"
+            f"c.ServerApp.root_dir = {str(home)!r}\n"
+            f"c.IdentityProvider.token = {token!r}\n"
+            f"c.ServerApp.jpserver_extensions = {extensions!r}\n"
+            f"c.ServerApp.log_level = 'WARN'\n"
+            f"c.Application.log_level = 'WARN'\n" + config
+        )
+        env = {
+            key: value
+            for key, value in os.environ.items()
+            if not key.startswith(("JUPYTER", "JPY_")) and key != "SHELL"
+        }
+        env.update(
+            JUPYTER_CONFIG_DIR=str(home / "config"),
+            JUPYTER_RUNTIME_DIR=str(home / "runtime"),
+            JUPYTER_PLATFORM_DIRS="1",
+            SHELL="/bin/sh",
+        )
+        log = (home / "server.log").open("wb")
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "jupyter_server",
+                f"--config={home / 'jupyter_server_config.py'}",
+            ],
+            cwd=home,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.close()
+        server = Server(
+            name, process, Target(name, kind, f"http://127.0.0.1:{port}", token, container), home
+        )
+        self.servers.append(server)
+        return server
+
+    async def wait_ready(self, server: Server, timeout: float = 90.0) -> None:
+        http = httpclient.AsyncHTTPClient()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while loop.time() < deadline:
+            if server.process.poll() is not None:
+                raise BenchError(f"server {server.name} exited:\n{server.log_tail()}")
+            with contextlib.suppress(Exception):
+                response = await http.fetch(
+                    server.target.base + "/api/status",
+                    headers=server.target.headers(),
+                    request_timeout=5,
+                    raise_error=False,
+                )
+                if response.code == 200:
+                    return
+            await asyncio.sleep(0.2)
+        raise BenchError(
+            f"server {server.name} did not answer in {timeout} s:\n{server.log_tail()}"
+        )
+
+    def cleanup(self) -> None:
+        for server in self.servers:
+            self._stop(server)
+        with contextlib.suppress(Exception):
+            for container in self.docker.containers.list(
+                all=True, filters={"label": f"{RUN_LABEL}={self.run_id}"}
+            ):
+                with contextlib.suppress(Exception):
+                    container.remove(force=True)
+        with contextlib.suppress(Exception):
+            self.docker.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    @staticmethod
+    def _stop(server: Server) -> None:
+        process = server.process
+        if process.poll() is not None:
+            return
+        try:
+            children = psutil.Process(process.pid).children(recursive=True)
+        except psutil.Error:
+            children = []
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+        for child in children:
+            with contextlib.suppress(psutil.Error):
+                child.kill()
+
+
+# -- report ----------------------------------------------------------------------------------
+
+
+def machine() -> dict[str, t.Any]:
+    cpu = platform.processor()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    info: dict[str, t.Any] = {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory_gib": round(psutil.virtual_memory().total / 1024**3, 1),
+        "kernel": platform.release(),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+    }
+    with contextlib.suppress(Exception):
+        client = docker.from_env()
+        info["docker_engine"] = client.version().get("Version")
+        client.close()
+    for package in ("jupyter_server", "jupyter_server_terminals", "terminado", "tornado", "docker"):
+        with contextlib.suppress(Exception):
+            info[package] = version(package)
+    return info
+
+
+Row = tuple[str, str, t.Callable[[dict[str, t.Any]], float | None], bool]
+
+
+def get(path: str) -> t.Callable[[dict[str, t.Any]], float | None]:
+    """A getter of a nested figure (``a.b.c``), ``None`` where it is missing."""
+
+    def read(figures: dict[str, t.Any]) -> float | None:
+        value: t.Any = figures
+        for part in path.split("."):
+            if not isinstance(value, dict) or part not in value:
+                return None
+            value = value[part]
+        return float(value) if isinstance(value, int | float) else None
+
+    return read
+
+
+def rows(plan: Plan) -> list[Row]:
+    """(figure, unit, getter, lower is better)."""
+    table: list[Row] = [
+        ("open p50", "ms", get("open.p50_ms"), True),
+        ("open p95", "ms", get("open.p95_ms"), True),
+        ("echo p50", "ms", get("echo.p50_ms"), True),
+        ("echo p99", "ms", get("echo.p99_ms"), True),
+        ("throughput", "MB/s", get("flood.mb_s"), False),
+    ]
+    for n in plan.scale_ns:
+        table += [
+            (f"N={n} echo p50", "ms", get(f"scale.{n}.echo_p50_ms"), True),
+            (f"N={n} echo p99", "ms", get(f"scale.{n}.echo_p99_ms"), True),
+            (f"N={n} failures", "", get(f"scale.{n}.failures"), True),
+            (f"N={n} RSS/session", "MiB", get(f"scale.{n}.rss_mib_per_session"), True),
+            (f"N={n} PSS/session", "MiB", get(f"scale.{n}.pss_mib_per_session"), True),
+        ]
+    table += [
+        ("churn: quiet echo p99", "ms", get("churn.quiet_p99_ms"), True),
+        ("churn: echo p99", "ms", get("churn.churn_p99_ms"), True),
+        ("churn: p99 increase", "ms", get("churn.delta_p99_ms"), True),
+    ]
+    return table
+
+
+def fmt(value: float | None) -> str:
+    if value is None or math.isnan(value):
+        return "-"
+    if abs(value) >= 100:
+        return f"{value:.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+def ratio(ours: float | None, theirs: float | None) -> str:
+    if ours is None or theirs is None or math.isnan(ours) or math.isnan(theirs) or theirs == 0:
+        return "-"
+    return f"{ours / theirs:.2f}x"
+
+
+def table(results: dict[str, t.Any], plan: Plan) -> str:
+    targets = results["targets"]
+    header = "| figure | this project | A | B | C | vs A | vs B | vs C |"
+    lines = [header, "|" + "---|" * 8]
+    for name, unit, read, _ in rows(plan):
+        values = {key: read(targets.get(key, {})) for key in ("tool", "A", "B", "C")}
+        label = f"{name} ({unit})" if unit else name
+        cells = [fmt(values[key]) for key in ("tool", "A", "B", "C")]
+        ratios = [ratio(values["tool"], values[key]) for key in ("A", "B", "C")]
+        lines.append(f"| {label} | " + " | ".join(cells + ratios) + " |")
+    return "\n".join(lines)
+
+
+def check_targets(results: dict[str, t.Any], plan: Plan) -> list[dict[str, t.Any]]:
+    """The issue's targets, each with whether this run met it."""
+    figures = results["targets"]
+
+    def value(key: str, path: str) -> float:
+        found = get(path)(figures.get(key, {}))
+        return math.nan if found is None else found
+
+    checks: list[tuple[str, bool, str]] = []
+    open_tool, open_b, open_c = (value(k, "open.p50_ms") for k in ("tool", "B", "C"))
+    checks.append(
+        ("open p50 within 10 ms of C", open_tool <= open_c + 10, f"{open_tool} vs C {open_c}")
+    )
+    checks.append(("open p50 <= 0.9x B", open_tool <= 0.9 * open_b, f"{open_tool} vs B {open_b}"))
+    echo_tool, echo_a, echo_b = (value(k, "echo.p50_ms") for k in ("tool", "A", "B"))
+    checks.append(("echo p50 <= 0.6x B", echo_tool <= 0.6 * echo_b, f"{echo_tool} vs B {echo_b}"))
+    checks.append(("echo p50 <= 1.5x A", echo_tool <= 1.5 * echo_a, f"{echo_tool} vs A {echo_a}"))
+    p99 = value("tool", "echo.p99_ms")
+    checks.append(("echo p99 < 3 ms, one session", p99 < 3, f"{p99}"))
+    flood_tool, flood_b, flood_c = (value(k, "flood.mb_s") for k in ("tool", "B", "C"))
+    checks.append(
+        ("throughput >= 0.85x C", flood_tool >= 0.85 * flood_c, f"{flood_tool} vs C {flood_c}")
+    )
+    checks.append(
+        ("throughput >= 1.5x B", flood_tool >= 1.5 * flood_b, f"{flood_tool} vs B {flood_b}")
+    )
+    largest = max(plan.scale_ns)
+    rss = value("tool", f"scale.{largest}.rss_mib_per_session")
+    checks.append((f"RSS/session < 1 MiB (N={largest})", rss < 1, f"{rss}"))
+    scale_p99 = value("tool", f"scale.{largest}.echo_p99_ms")
+    failures = value("tool", f"scale.{largest}.failures")
+    checks.append(
+        (
+            f"N={largest}: echo p99 < 100 ms, no failure",
+            scale_p99 < 100 and failures == 0,
+            f"p99 {scale_p99}, failures {failures}",
+        )
+    )
+    delta = value("tool", "churn.delta_p99_ms")
+    checks.append(("churn raises echo p99 by <= 5 ms", delta <= 5, f"+{delta}"))
+    return [{"target": name, "met": bool(ok), "detail": detail} for name, ok, detail in checks]
+
+
+def plot(results: dict[str, t.Any], plan: Plan, path: Path) -> None:
+    figures = results["targets"]
+    keys = [key for key in ("tool", "A", "B", "C") if key in figures]
+    colors = {"tool": "#2a7ab0", "A": "#9a9a9a", "B": "#d9822b", "C": "#4c9a4c"}
+    fig, axes = plt.subplots(2, 3, figsize=(15, 8.5))
+
+    def bars(ax: t.Any, title: str, unit: str, paths: list[tuple[str, str]]) -> None:
+        width = 0.8 / len(paths)
+        for offset, (label, path) in enumerate(paths):
+            xs, ys, cs = [], [], []
+            for index, key in enumerate(keys):
+                found = get(path)(figures[key])
+                if found is not None and not math.isnan(found):
+                    xs.append(index + offset * width)
+                    ys.append(found)
+                    cs.append(colors[key])
+            drawn = ax.bar(xs, ys, width, color=cs, alpha=1.0 - 0.4 * offset, label=label)
+            ax.bar_label(drawn, fmt="%.3g", fontsize=7)
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(keys))])
+        ax.set_xticklabels([LABELS[key] for key in keys], fontsize=7)
+        ax.set_title(title)
+        ax.set_ylabel(unit)
+        if len(paths) > 1:
+            ax.legend(fontsize=7)
+
+    bars(
+        axes[0][0],
+        "open (to an echoed marker)",
+        "ms",
+        [("p50", "open.p50_ms"), ("p95", "open.p95_ms")],
+    )
+    bars(
+        axes[0][1],
+        "keystroke echo, one session",
+        "ms",
+        [("p50", "echo.p50_ms"), ("p99", "echo.p99_ms")],
+    )
+    bars(
+        axes[0][2], f"throughput ({plan.flood_bytes / 1e6:g} MB)", "MB/s", [("MB/s", "flood.mb_s")]
+    )
+    ax = axes[1][0]
+    for key in keys:
+        scale = figures[key].get("scale", {})
+        ns = sorted(int(n) for n in scale)
+        if ns:
+            ax.plot(
+                ns,
+                [scale[str(n)]["echo_p99_ms"] for n in ns],
+                "o-",
+                color=colors[key],
+                label=LABELS[key],
+            )
+    ax.set_title("echo p99 with N sessions typing")
+    ax.set_xlabel("concurrent sessions")
+    ax.set_ylabel("ms")
+    ax.set_yscale("log")
+    ax.legend(fontsize=7)
+    ax = axes[1][1]
+    for key in keys:
+        scale = figures[key].get("scale", {})
+        ns = sorted(int(n) for n in scale)
+        if ns:
+            ax.plot(
+                ns,
+                [scale[str(n)]["rss_mib_per_session"] for n in ns],
+                "o-",
+                color=colors[key],
+                label=LABELS[key],
+            )
+    ax.set_title("server RSS per session (all its processes)")
+    ax.set_xlabel("concurrent sessions")
+    ax.set_ylabel("MiB")
+    ax.legend(fontsize=7)
+    bars(
+        axes[1][2],
+        "echo p99 of one typing session",
+        "ms",
+        [("quiet", "churn.quiet_p99_ms"), ("with churn", "churn.churn_p99_ms")],
+    )
+    axes[1][2].set_yscale("log")
+    fig.suptitle(
+        f"jupyter-tool-terminal benchmark "
+        f"({results['machine']['cores']} cores, {results['machine']['cpu']})",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+# -- the run ---------------------------------------------------------------------------------
+
+
+async def run(plan: Plan, lab: Lab, only: set[str], phases: set[str]) -> dict[str, t.Any]:
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    container = await asyncio.to_thread(lab.container, "main")
+    ns = max(plan.scale_ns + plan.scale_ns_b)
+    servers = {
+        "tool": lab.start_server(
+            "tool",
+            "tool",
+            f"c.ToolTerminalApp.tool_types = {{{TOOL!r}: {{'shell': ['/bin/sh']}}}}\n"
+            f"c.ToolTerminalApp.owner = {OWNER!r}\n"
+            f"c.ToolTerminalApp.max_sessions = {ns + 50}\n"
+            f"c.ToolTerminalApp.max_sessions_per_user = {ns + 50}\n"
+            f"c.ToolTerminalApp.docker_threads = 64\n",
+            container,
+        ),
+        "A": lab.start_server(
+            "A",
+            "terminado",
+            "c.ServerApp.terminals_enabled = True\n"
+            "c.ServerApp.terminado_settings = {'shell_command': ['/bin/sh']}\n",
+        ),
+        "B": lab.start_server(
+            "B",
+            "terminado",
+            "c.ServerApp.terminals_enabled = True\n"
+            f"c.ServerApp.terminado_settings = {{'shell_command': "
+            f"['docker', 'exec', '-it', {container!r}, '/bin/sh']}}\n",
+        ),
+    }
+    await asyncio.gather(*(lab.wait_ready(server) for server in servers.values()))
+    targets = {key: server.target for key, server in servers.items()}
+    targets["C"] = Target("C", "raw", container=container)
+    print(f"servers ready in {loop.time() - started:.1f} s; container {container}", flush=True)
+
+    client = Client()
+    figures: dict[str, dict[str, t.Any]] = {key: {} for key in targets}
+    errors: list[str] = []
+
+    async def path(key: str, name: str, work: t.Awaitable[dict[str, t.Any]]) -> None:
+        begun = loop.time()
+        try:
+            figures[key][name] = await work
+            print(
+                f"  {key:4} {name:12} {figures[key][name]}  ({loop.time() - begun:.1f} s)",
+                flush=True,
+            )
+        except Exception as error:  # noqa: BLE001 - recorded, the run goes on
+            errors.append(f"{key} {name}: {type(error).__name__}: {error}")
+            print(f"  {key:4} {name:12} FAILED: {type(error).__name__}: {error}", flush=True)
+
+    try:
+        order = [key for key in ("tool", "A", "B", "C") if key in only]
+        for key in order:
+            target = targets[key]
+            # One warm-up open (imports, connection pools), not counted.
+            with contextlib.suppress(Exception):
+                term, _ = await client.open(target)
+                await client.close_term(target, term)
+            if "open" in phases:
+                await path(key, "open", measure_open(client, target, plan))
+            if "echo" in phases:
+                await path(key, "echo", measure_echo(client, target, plan))
+            if "flood" in phases:
+                await path(key, "flood", measure_flood(client, target, plan))
+        for key in order:
+            if key == "C" or "scale" not in phases:
+                continue  # C has no server: nothing to scale
+            scale: dict[str, t.Any] = {}
+            for n in plan.scale_ns_b if key == "B" else plan.scale_ns:
+                begun = loop.time()
+                try:
+                    scale[str(n)] = await measure_scale(
+                        client, targets[key], n, plan, servers[key].process.pid
+                    )
+                    print(
+                        f"  {key:4} scale N={n:<4} {scale[str(n)]}  ({loop.time() - begun:.1f} s)",
+                        flush=True,
+                    )
+                    if scale[str(n)]["failures"]:
+                        errors.append(f"{key} scale N={n}: {scale[str(n)]['failure_examples']}")
+                except Exception as error:  # noqa: BLE001 - counted as a failure
+                    errors.append(f"{key} scale N={n}: {type(error).__name__}: {error}")
+                    print(f"  {key:4} scale N={n} FAILED: {error}", flush=True)
+            figures[key]["scale"] = scale
+        for key in order:
+            if "churn" in phases:
+                await path(key, "churn", measure_churn(client, targets[key], plan))
+    finally:
+        client.close()
+    return {
+        "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "mode": "quick" if plan.quick else "full",
+        "plan": dataclasses.asdict(plan),
+        "machine": machine(),
+        "targets": figures,
+        "errors": errors,
+        "seconds": round(loop.time() - started, 1),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="every path once, tiny sizes (CI)")
+    parser.add_argument("--out", type=Path, help="JSON results file (default benchmarks/results/)")
+    parser.add_argument(
+        "--plot", type=Path, help="PNG plot (default docs/benchmark.png; quick: results/)"
+    )
+    parser.add_argument("--only", default="tool,A,B,C", help="comma-separated subset of tool,A,B,C")
+    parser.add_argument(
+        "--phases", default="open,echo,flood,scale,churn", help="comma-separated subset to run"
+    )
+    parser.add_argument("--churn-worker", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.churn_worker:
+        summary = asyncio.run(churn_worker(json.loads(args.churn_worker)))
+        print(json.dumps(summary), flush=True)
+        return 0
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 65536)), hard))
+
+    def interrupted(signum: int, frame: t.Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupted)
+    plan = Plan.make(args.quick)
+    only = {key.strip() for key in args.only.split(",") if key.strip()}
+    phases = {key.strip() for key in args.phases.split(",") if key.strip()}
+    lab = Lab()
+    try:
+        results = asyncio.run(run(plan, lab, only, phases))
+    except KeyboardInterrupt:
+        print("interrupted; cleaning up", file=sys.stderr)
+        return 130
+    finally:
+        lab.cleanup()
+
+    results["checks"] = check_targets(results, plan)
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out = args.out or HERE / "results" / f"{results['mode']}-{stamp}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    rendered = table(results, plan)
+    print()
+    print(rendered)
+    print()
+    for check in results["checks"]:
+        print(f"  [{'met' if check['met'] else 'MISSED'}] {check['target']}: {check['detail']}")
+    plot_path = args.plot or (
+        HERE / "results" / f"{results['mode']}-{stamp}.png"
+        if plan.quick
+        else REPO / "docs" / "benchmark.png"
+    )
+    try:
+        plot(results, plan, plot_path)
+    except Exception as error:  # noqa: BLE001 - recorded
+        results["errors"].append(f"plot: {type(error).__name__}: {error}")
+    print(f"\nresults: {out}\nplot: {plot_path}\ntook {results['seconds']} s")
+    if results["errors"]:
+        print("\nFAILED paths:\n  " + "\n  ".join(results["errors"]), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
