@@ -9,6 +9,7 @@ from jupyter_server.auth.identity import IdentityProvider, User
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Bool, Dict, Float, Integer, Unicode, default
 
+from .events import AuditLog
 from .handlers import (
     InstancesHandler,
     SessionHandler,
@@ -150,6 +151,7 @@ class ToolTerminalApp(ExtensionApp):
             attach_timeout=self.attach_timeout,
             replay_limit=self.replay_buffer_size,
             log=self.log,
+            audit=AuditLog(getattr(self.serverapp, "event_logger", None), self.log),
         )
 
     def initialize_handlers(self) -> None:

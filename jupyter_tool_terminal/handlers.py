@@ -8,13 +8,14 @@ import typing as t
 
 from jupyter_core.utils import ensure_async
 from jupyter_server.auth.decorator import authorized
+from jupyter_server.auth.identity import User
 from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from jupyter_server.base.websocket import WebSocketMixin
 from jupyter_server.extension.handler import ExtensionHandlerMixin
 from tornado import web
 from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
-from .manager import SessionError, SessionManager
+from .manager import SessionError, SessionManager, valid_instance_id, valid_session_id
 from .session import Session, clamp_size
 
 if t.TYPE_CHECKING:
@@ -50,6 +51,32 @@ class ToolTerminalMixin(ExtensionHandlerMixin):
         if manager is None:
             raise web.HTTPError(503, "Tool terminals are not available on this server.")
         return manager
+
+    def on_finish(self) -> None:
+        """Audit every refused request (4xx/5xx), whoever made it."""
+        handler = t.cast(JupyterHandler, self)
+        status = handler.get_status()
+        manager = self.tool_app.session_manager
+        if status >= 400 and manager is not None:
+            user = handler.current_user
+            manager.audit.emit(
+                "refuse",
+                user.username if user else "",
+                owner=self.tool_user() if user else None,
+                status=status,
+                reason=handler._reason,
+                session_id=self.path_kwargs_id(),
+                instance=self.requested_instance,
+            )
+        super().on_finish()  # type: ignore[misc]
+
+    #: The instance id a request asked for, if well-formed (for the audit log).
+    requested_instance: str | None = None
+
+    def path_kwargs_id(self) -> str | None:
+        """The session id in the URL, if well-formed (for the audit log)."""
+        args = t.cast(JupyterHandler, self).path_args
+        return args[0] if args and valid_session_id(args[0]) else None
 
     def tool_user(self) -> str | None:
         """The name that instances' owner labels are compared with, or ``None`` if anonymous."""
@@ -111,8 +138,13 @@ class SessionsHandler(ToolTerminalAPIHandler):
             body = None
         if not isinstance(body, dict) or not isinstance(body.get("instance"), str):
             raise web.HTTPError(400, 'The body must be a JSON object {"instance": "<id>"}.')
+        if valid_instance_id(body["instance"]):
+            self.requested_instance = body["instance"]
+        username = t.cast(User, self.current_user).username
         try:
-            session = await self.tool_sessions.create_session(self.owner(), body["instance"])
+            session = await self.tool_sessions.create_session(
+                self.owner(), body["instance"], username
+            )
         except SessionError as error:
             self.fail(error)
         self.set_status(201)

@@ -9,6 +9,7 @@ import re
 import time
 import typing as t
 
+from .events import AuditLog
 from .runtime import RuntimeUnavailable, ToolRuntime
 from .session import Session
 from .tooltypes import ToolType
@@ -78,6 +79,7 @@ class SessionManager:
         attach_timeout: float,
         replay_limit: int,
         log: logging.Logger,
+        audit: AuditLog | None = None,
     ) -> None:
         self.runtime = runtime
         self.tool_types = dict(tool_types)
@@ -88,6 +90,7 @@ class SessionManager:
         self.attach_timeout = attach_timeout
         self.replay_limit = replay_limit
         self.log = log
+        self.audit = audit or AuditLog(None, log)
         self.sessions: dict[str, Session] = {}
         # Slots taken by sessions still starting, so that limits hold under concurrency.
         self._starting: dict[str, int] = {}
@@ -135,8 +138,12 @@ class SessionManager:
 
     # -- lifecycle ----------------------------------------------------------------------------
 
-    async def create_session(self, owner: str, instance_id: t.Any) -> Session:
-        """Start a session in the caller's instance ``instance_id``."""
+    async def create_session(self, owner: str, instance_id: t.Any, username: str) -> Session:
+        """Start a session in the caller's instance ``instance_id``.
+
+        ``owner`` is the owner label the caller acts as; ``username`` their Jupyter username.
+        """
+        started = time.monotonic()
         if not valid_instance_id(instance_id):
             msg = "No such tool instance for this user."
             raise NotPermitted(msg)
@@ -161,6 +168,7 @@ class SessionManager:
                 raise NotRunning(msg)
             session = Session(
                 owner=owner,
+                username=username,
                 instance=instance,
                 tool=tool,
                 runtime=self.runtime,
@@ -187,12 +195,26 @@ class SessionManager:
             tool.name,
             owner,
         )
+        self._audit("open", session, duration=time.monotonic() - started)
         return session
 
-    def _session_ended(self, session: Session, reason: str) -> None:
+    def _audit(self, action: str, session: Session, **fields: t.Any) -> None:
+        self.audit.emit(
+            action,
+            session.username,
+            owner=session.owner,
+            session_id=session.id,
+            instance=session.instance.id,
+            tool=session.tool.name,
+            **fields,
+        )
+
+    def _session_ended(self, session: Session, reason: str, exit_code: int | None) -> None:
         self.sessions.pop(session.id, None)
         self._disarm_timer(session)
         self.log.info("Tool terminal %s closed: %s", session.id[:8], reason)
+        lived = time.monotonic() - session.created_monotonic
+        self._audit("close", session, reason=reason, exit_code=exit_code, duration=lived)
 
     def _arm_timer(self, session: Session, delay: float, reason: str) -> None:
         self._disarm_timer(session)
@@ -220,11 +242,13 @@ class SessionManager:
 
     async def reset_session(self, session: Session) -> None:
         """Restart the session's shell."""
+        started = time.monotonic()
         try:
             await session.reset()
         except RuntimeUnavailable as error:
             await session.close("reset failed")
             raise EngineUnavailable(str(error)) from error
+        self._audit("reset", session, duration=time.monotonic() - started)
 
     async def close_session(self, session: Session, reason: str) -> None:
         """End a session and kill its processes."""

@@ -22,6 +22,8 @@ MAX_COLS = 1000
 
 #: How much is read from the engine's socket at once; larger reads mean fewer, larger frames.
 READ_CHUNK = 64 * 1024
+#: How many times a session tries to kill a shell that the engine still reports running.
+KILL_ATTEMPTS = 5
 
 
 class TerminalClient(t.Protocol):
@@ -62,21 +64,24 @@ class Session:
         self,
         *,
         owner: str,
+        username: str,
         instance: Instance,
         tool: ToolType,
         runtime: ToolRuntime,
         replay_limit: int,
-        on_ended: t.Callable[[Session, str], None],
+        on_ended: t.Callable[[Session, str, int | None], None],
         log: logging.Logger,
     ) -> None:
         self.id = secrets.token_urlsafe(24)
         self.owner = owner
+        #: The Jupyter username that opened the session (for the audit log).
+        self.username = username
         self.instance = instance
         self.tool = tool
         self.created = _now()
         self.last_activity = self.created
         #: Monotonic time of the last input or output, for the idle timeout.
-        self.last_activity_monotonic = time.monotonic()
+        self.created_monotonic = self.last_activity_monotonic = time.monotonic()
         self.clients: list[TerminalClient] = []
         self.ended = False
         self._runtime = runtime
@@ -133,8 +138,15 @@ class Session:
         if channel is not None:
             channel.close()
             await channel.wait_started(timeout=5.0)
-        if self._tag:
+        if not self._tag:
+            return
+        for _ in range(KILL_ATTEMPTS):
             await self._runtime.kill_tagged(self.instance.container_id, [self._tag])
+            # A shell caught between the engine's start and its exec() does not carry its tag
+            # yet; the exec's own state says whether it survived, and another round gets it.
+            if channel is None or not await channel.is_running():
+                return
+        self._log.warning("Tool terminal %s: the shell survived every kill", self.id[:8])
 
     async def reset(self) -> None:
         """Kill the shell and everything it started, and start a new one for the same clients."""
@@ -154,7 +166,7 @@ class Session:
             if self.ended:
                 return
             self.ended = True
-            self._on_ended(self, reason)
+            self._on_ended(self, reason, None)
             await self._stop_shell()
             self._disconnect_clients()
 
@@ -212,7 +224,7 @@ class Session:
             except Exception:  # noqa: BLE001 - the engine may be gone; the code is then unknown
                 code = None
             self._pump_task = None
-            self._on_ended(self, "exit" if code is not None else "instance stopped")
+            self._on_ended(self, "exit" if code is not None else "instance stopped", code)
             if code is None:
                 self._broadcast(["error", "The tool instance stopped; the terminal has ended."])
             else:

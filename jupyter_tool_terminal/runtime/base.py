@@ -60,6 +60,10 @@ class ShellChannel(abc.ABC):
         """
 
     @abc.abstractmethod
+    async def is_running(self) -> bool:
+        """Whether the shell process is still running (``False`` if that cannot be known)."""
+
+    @abc.abstractmethod
     async def exit_code(self) -> int | None:
         """Return the shell's exit code once it has ended (``None`` if unknown)."""
 

@@ -128,6 +128,13 @@ class _SocketShellChannel(ShellChannel):
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.1)
 
+    async def is_running(self) -> bool:
+        try:
+            info = await self._runtime.call("exec_inspect", self.exec_id)
+        except Exception:  # noqa: BLE001 - exec or engine gone
+            return False
+        return bool(info.get("Running"))
+
     async def exit_code(self) -> int | None:
         info = await self._runtime.call("exec_inspect", self.exec_id)
         code = info.get("ExitCode")
