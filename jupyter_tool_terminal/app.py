@@ -91,6 +91,20 @@ class ToolTerminalApp(ExtensionApp):
         help="Largest WebSocket frame (bytes) a client may send; larger ones close with 1009.",
     ).tag(config=True)
 
+    ping_interval = Float(
+        30,
+        min=0,
+        help="""Seconds between WebSocket pings to each terminal client. A client that does
+        not answer within `ping_timeout` is dropped (and its session closed if it was the last
+        one). 0 turns pings off.""",
+    ).tag(config=True)
+
+    ping_timeout = Float(
+        30,
+        min=0,
+        help="Seconds a terminal client has to answer a ping (at most `ping_interval`).",
+    ).tag(config=True)
+
     docker_threads = Integer(
         32,
         min=1,

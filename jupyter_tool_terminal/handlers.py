@@ -208,6 +208,18 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
         """No compression: a compressed frame could inflate past the size cap."""
         return None
 
+    # Jupyter's WebSocketMixin gives these in milliseconds, which tornado reads as seconds, so
+    # its pings would never come: the extension sets its own, in seconds.
+    @property
+    def ping_interval(self) -> float:
+        """Seconds between pings."""
+        return float(self.tool_app.ping_interval)
+
+    @property
+    def ping_timeout(self) -> float:
+        """Seconds a client has to answer a ping."""
+        return min(float(self.tool_app.ping_timeout), self.ping_interval)
+
     @property
     def max_message_size(self) -> int:
         """Frames larger than this close the connection with 1009."""

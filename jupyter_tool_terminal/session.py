@@ -17,6 +17,8 @@ from .runtime import Instance, ShellChannel, ToolRuntime
 from .tooltypes import ToolType
 
 #: Terminal size bounds: anything a client sends is clamped into these.
+#: (Docker ignores a 1x1 size, so the floor is 2.)
+MIN_ROWS = MIN_COLS = 2
 MAX_ROWS = 500
 MAX_COLS = 1000
 
@@ -41,7 +43,7 @@ class TerminalClient(t.Protocol):
 
 def clamp_size(rows: int, cols: int) -> tuple[int, int]:
     """Clamp a terminal size into the bounds the engine is ever asked for."""
-    return (min(max(rows, 1), MAX_ROWS), min(max(cols, 1), MAX_COLS))
+    return (min(max(rows, MIN_ROWS), MAX_ROWS), min(max(cols, MIN_COLS), MAX_COLS))
 
 
 def _now() -> datetime.datetime:

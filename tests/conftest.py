@@ -25,6 +25,7 @@ pytest_plugins = ["pytest_jupyter.jupyter_server"]
 TEST_IMAGE = "jupyter-tool-terminal-test:latest"
 REPO = Path(__file__).resolve().parent.parent
 TOKENS = {"alice-secret-token": "alice", "bob-secret-token": "bob"}
+COOKIE_NAME = "jtt-test-user"
 #: Processes of the test containers' own (PID 1 is docker-init, then `sleep infinity`).
 BASE_PROCESSES = {"/sbin/docker-init -- /bin/sleep infinity", "/bin/sleep infinity"}
 
@@ -52,7 +53,13 @@ class TwoUserIdentityProvider(IdentityProvider):
         token = header.removeprefix("token ").strip() or handler.get_argument("token", "")
         name = TOKENS.get(token)
         if not name:
-            return None
+            # A stand-in for a login cookie: cookie-authenticated requests get Jupyter's origin
+            # and XSRF checks, as a browser's would.
+            cookie = handler.request.headers.get("Cookie", "")
+            user = dict(
+                part.strip().split("=", 1) for part in cookie.split(";") if "=" in part
+            ).get(COOKIE_NAME)
+            return User(username=user) if user in TOKENS.values() else None
         # Token-authenticated requests skip XSRF and origin checks, as with Jupyter's own tokens.
         handler._token_authenticated = True
         return User(username=name)
@@ -112,6 +119,11 @@ def make_instance(docker_client: docker.DockerClient) -> t.Iterator[InstanceFact
     for container in created:
         with contextlib.suppress(docker.errors.NotFound):
             container.remove(force=True)
+
+
+def exec_count(container: t.Any) -> int:
+    """How many execs the engine has recorded for a container."""
+    return len(container.client.api.inspect_container(container.id).get("ExecIDs") or [])
 
 
 def container_processes(container: t.Any) -> list[str]:
@@ -201,7 +213,10 @@ class Api:
             return 200, await self.call(method, *path, body=body)
         except HTTPClientError as error:
             text = (error.response.body if error.response else None) or b"{}"
-            return error.code, json.loads(text)
+            try:
+                return error.code, json.loads(text)
+            except ValueError:  # an HTML page (404 for routes that do not exist)
+                return error.code, {"html": text.decode()}
 
     async def open_session(self, instance: str) -> dict[str, t.Any]:
         model = await self.call("POST", "sessions", body={"instance": instance})

@@ -85,3 +85,14 @@ class TerminalClient:
         match = await self.expect(rf"(?s)\n{marker}B\r?\n(.*?){marker}E\r?\n", timeout)
         self.output = self.output[match.end() :]
         return match.group(1)
+
+    async def size_becomes(self, expected: str, timeout: float = 10.0) -> str:
+        """Wait (in the shell) until `stty size` prints ``expected``; return what it printed.
+
+        Resizes reach the engine asynchronously, after keystrokes sent at the same time.
+        """
+        loop = (
+            f'i=0; while [ "$(stty size)" != "{expected}" ] && [ $i -lt 300 ]; '
+            "do i=$((i+1)); sleep 0.01; done; stty size"
+        )
+        return (await self.run(loop, timeout)).strip()

@@ -1,0 +1,144 @@
+"""Frame-level bad input: errors, never a hang, never a crash; sizes clamped and coalesced."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import typing as t
+
+import pytest
+
+from jupyter_tool_terminal.runtime.docker import DockerRuntime
+
+from .conftest import BASE_PROCESSES, Api, InstanceFactory, wait_for_processes
+
+MALFORMED = [
+    "{",
+    "[",
+    "null",
+    '"x"',
+    "[]",
+    "[1]",
+    '["stdin"]',
+    '["stdin", 5]',
+    '["stdin", null]',
+    '["stdin", ["a"]]',
+    '{"type": "stdin", "data": "x"}',
+    "[" * 100_000 + "]" * 100_000,
+    '["set_size", NaN, 80]',
+    '["set_size", Infinity, 80]',
+    '["set_size", -Infinity, 80]',
+    '["set_size", 1e999, 80]',
+    '["set_size", true, 80]',
+    '["set_size", "24", 80]',
+    '["set_size", 24.5, 80]',
+    '["set_size", [24], 80]',
+    '["set_size", null, 80]',
+    '["set_size"]',
+    '["set_size", ' + "9" * 5000 + ", 80]",
+]
+
+
+async def test_every_malformed_frame_gets_an_error_and_the_terminal_keeps_working(
+    alice: Api, make_instance: InstanceFactory
+) -> None:
+    container = make_instance()
+    _, term = await alice.terminal(container.name)
+    term.send("set_size", 20, 70)
+    for frame in MALFORMED:
+        term.ws.write_message(frame)
+        error = await term.expect_frame("error", timeout=1.0)
+        assert error[1].startswith("Malformed frame"), (frame[:40], error)
+        assert "Traceback" not in error[1]
+    term.ws.write_message(b"\x00binary", binary=True)
+    assert (await term.expect_frame("error", timeout=1.0))[1].startswith("Binary frames")
+    # Unknown message types are ignored, never run.
+    term.send("exec", "touch /tmp/pwned")
+    term.send("set_env", {"A": "1"})
+    assert await term.run("ls /tmp") == ""
+    assert await term.size_becomes("20 70") == "20 70"
+
+
+@pytest.mark.parametrize(
+    ("rows", "cols", "expected"),
+    [(0, 0, "2 2"), (-1, -5, "2 2"), (65536, 2**31, "500 1000"), (10**9, 80, "500 80")],
+)
+async def test_sizes_are_clamped(
+    alice: Api, make_instance: InstanceFactory, rows: int, cols: int, expected: str
+) -> None:
+    container = make_instance()
+    _, term = await alice.terminal(container.name)
+    term.send("set_size", 24, 80)
+    assert await term.size_becomes("24 80") == "24 80"
+    # The shell waits for the size to change; typed while the terminal is still 24x80, since a
+    # 1-column line editor mangles what it echoes.
+    term.send(
+        "stdin",
+        'i=0; while [ "$(stty size)" = "24 80" ] && [ $i -lt 500 ]; do i=$((i+1)); sleep 0.01;'
+        ' done; stty size > /tmp/size; echo SIZE""-SAVED\r',
+    )
+    await term.expect('SIZE""-SAVED\r?\n')
+    term.send("set_size", rows, cols)
+    await term.expect("SIZE-SAVED")
+    term.send("set_size", 24, 80)
+    assert await term.size_becomes("24 80") == "24 80"
+    assert await term.run("cat /tmp/size") == expected + "\r\n"
+
+
+async def test_resize_bursts_are_coalesced(
+    alice: Api, make_instance: InstanceFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    resizes: list[tuple[int, int]] = []
+    real_call = DockerRuntime.call
+
+    async def counting_call(self: DockerRuntime, method: str, *args: t.Any, **kw: t.Any) -> t.Any:
+        if method == "exec_resize":
+            resizes.append((kw["height"], kw["width"]))
+        return await real_call(self, method, *args, **kw)
+
+    monkeypatch.setattr(DockerRuntime, "call", counting_call)
+    container = make_instance()
+    _, term = await alice.terminal(container.name)
+    for size in range(1000):
+        term.send("set_size", 10 + size % 50, 40 + size % 100)
+    term.send("set_size", 30, 90)
+    assert await term.size_becomes("30 90") == "30 90"
+    assert resizes[-1] == (30, 90)
+    assert len(resizes) < 100, len(resizes)
+
+
+async def test_invalid_utf8_text_frame_closes_and_cleans_up(
+    alice: Api, make_instance: InstanceFactory
+) -> None:
+    container = make_instance()
+    model, term = await alice.terminal(container.name)
+    term.send("stdin", "sleep 5001 &\r")
+    await term.run("true")
+    # A text frame whose payload is not UTF-8: tornado drops the connection.
+    protocol = term.ws.protocol
+    assert protocol is not None
+    protocol._write_frame(True, 0x1, b"\xff\xfe\x80")  # type: ignore[attr-defined]
+    await term.wait_closed(timeout=5)
+    processes = await wait_for_processes(container, BASE_PROCESSES)
+    assert set(processes) <= BASE_PROCESSES, processes
+    status, _ = await alice.status("GET", "sessions", model["id"])
+    assert status == 403
+
+
+class TestFrameSizeCap:
+    @pytest.fixture
+    def extension_config(self) -> dict[str, t.Any]:
+        return {"max_message_size": 64 * 1024}
+
+    async def test_an_oversized_frame_closes_with_1009_and_writes_nothing(
+        self, alice: Api, make_instance: InstanceFactory
+    ) -> None:
+        container = make_instance()
+        model, term = await alice.terminal(container.name)
+        term.send("stdin", "cat > /tmp/received\r")
+        term.ws.write_message(json.dumps(["stdin", "x" * (64 * 1024)]))
+        await term.wait_closed(timeout=5)
+        assert term.ws.close_code == 1009
+        await wait_for_processes(container, BASE_PROCESSES)
+        size = await asyncio.to_thread(container.exec_run, ["sh", "-c", "wc -c < /tmp/received"])
+        assert size.output.strip() == b"0"
