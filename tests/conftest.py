@@ -59,7 +59,7 @@ class TwoUserIdentityProvider(IdentityProvider):
             user = dict(
                 part.strip().split("=", 1) for part in cookie.split(";") if "=" in part
             ).get(COOKIE_NAME)
-            return User(username=user) if user in TOKENS.values() else None
+            return User(username=user) if user is not None and user in TOKENS.values() else None
         # Token-authenticated requests skip XSRF and origin checks, as with Jupyter's own tokens.
         handler._token_authenticated = True
         return User(username=name)

@@ -134,7 +134,7 @@ class TestFrameSizeCap:
         self, alice: Api, make_instance: InstanceFactory
     ) -> None:
         container = make_instance()
-        model, term = await alice.terminal(container.name)
+        _, term = await alice.terminal(container.name)
         term.send("stdin", "cat > /tmp/received\r")
         term.ws.write_message(json.dumps(["stdin", "x" * (64 * 1024)]))
         await term.wait_closed(timeout=5)
