@@ -38,7 +38,9 @@ async def _wait_for_server(url: str, headers: dict[str, str], process: t.Any) ->
     raise AssertionError(msg)
 
 
-async def test_sigterm_kills_every_session(make_instance: InstanceFactory, tmp_path: Path) -> None:
+async def test_sigterm_with_20_sessions_kills_every_process(
+    make_instance: InstanceFactory, tmp_path: Path
+) -> None:
     containers = [make_instance(owner="dana"), make_instance(owner="dana")]
     port, token = _free_port(), "sigterm-test-token"
     config = tmp_path / "jupyter_server_config.json"
@@ -52,7 +54,11 @@ async def test_sigterm_kills_every_session(make_instance: InstanceFactory, tmp_p
                     "allow_root": True,
                 },
                 "IdentityProvider": {"token": token},
-                "ToolTerminalApp": {"owner": "dana", "tool_types": {"sandbox": {}}},
+                "ToolTerminalApp": {
+                    "owner": "dana",
+                    "tool_types": {"sandbox": {}},
+                    "max_sessions_per_user": 20,
+                },
             }
         )
     )
@@ -76,7 +82,7 @@ async def test_sigterm_kills_every_session(make_instance: InstanceFactory, tmp_p
         await _wait_for_server(f"{base}/api/status", headers, process)
         http = AsyncHTTPClient()
         terminals = []
-        for container in containers * 2:
+        for container in containers * 10:
             response = await http.fetch(
                 f"{base}/tool-terminal/api/sessions",
                 method="POST",

@@ -1,0 +1,95 @@
+"""Audit events and logs: everything is recorded, nothing secret is."""
+
+from __future__ import annotations
+
+import logging
+import typing as t
+
+import pytest
+
+from jupyter_tool_terminal.events import SESSION_SCHEMA_ID
+
+from .conftest import Api, InstanceFactory
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[dict[str, t.Any]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if isinstance(record.msg, dict) and record.msg.get("__schema__") == SESSION_SCHEMA_ID:
+            self.events.append(record.msg)
+
+
+class _Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+@pytest.fixture
+def audit(jp_serverapp: t.Any) -> _Collect:
+    collect = _Collect()
+    jp_serverapp.event_logger.register_handler(collect)
+    return collect
+
+
+async def test_sessions_and_refusals_are_audited(
+    audit: _Collect, alice: Api, bob: Api, make_instance: InstanceFactory
+) -> None:
+    container = make_instance(tool="course")
+    model, term = await alice.terminal(container.name)
+    await alice.call("POST", "sessions", model["id"], "reset")
+    await term.expect("STARTUP-BANNER")
+    await bob.status("POST", "sessions", body={"instance": container.name})
+    term.send("stdin", "exit 3\r")
+    await term.expect_frame("exit")
+    await term.wait_closed()
+
+    actions = [(e["action"], e["username"]) for e in audit.events]
+    assert actions == [("open", "alice"), ("reset", "alice"), ("refuse", "bob"), ("close", "alice")]
+    opened, reset, refused, closed = audit.events
+    assert opened["instance"] == container.name
+    assert opened["tool"] == "course"
+    assert opened["session_id"] == model["id"]
+    assert opened["duration"] > 0
+    assert reset["duration"] > 0
+    assert refused["status"] == 403
+    assert refused["instance"] == container.name
+    assert closed["reason"] == "exit"
+    assert closed["exit_code"] == 3
+    for event in audit.events:
+        assert "STARTUP-BANNER" not in str(event)
+        assert "exit 3" not in str(event)
+
+
+async def test_logs_carry_no_tokens_input_or_output(
+    alice: Api,
+    make_instance: InstanceFactory,
+    caplog: pytest.LogCaptureFixture,
+    jp_serverapp: t.Any,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    (app,) = jp_serverapp.extension_manager.extension_apps["jupyter_tool_terminal"]
+    extension_log = _Lines()
+    app.log.addHandler(extension_log)
+    app.log.setLevel(logging.DEBUG)
+    container = make_instance()
+    model, term = await alice.terminal(container.name)
+    term.send("stdin", "echo typed-secret-$((40+2))\r")
+    await term.expect("typed-secret-42")
+    term.ws.write_message("{not json")
+    await term.expect_frame("error")
+    status, body = await alice.status("GET", "sessions", "Z" * 32)
+    assert status == 403
+    assert "Traceback" not in str(body)
+    await alice.call("DELETE", "sessions", model["id"])
+    app.log.removeHandler(extension_log)
+    logged = caplog.text + "\n".join(extension_log.lines)
+    assert "opened" in logged  # the log is captured at all
+    for secret in ["alice-secret-token", "typed-secret", "{not json"]:
+        assert secret not in logged, secret

@@ -1,0 +1,133 @@
+"""Faults: the container or the engine failing under a session never hangs or crashes anything."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import time
+import typing as t
+
+import docker
+import pytest
+
+from .conftest import Api, InstanceFactory
+
+
+@pytest.mark.parametrize("how", ["stop", "remove"])
+async def test_container_gone_mid_session_ends_it_cleanly(
+    alice: Api, make_instance: InstanceFactory, how: str
+) -> None:
+    container = make_instance()
+    model, term = await alice.terminal(container.name)
+    await term.run("true")
+    started = time.monotonic()
+    if how == "stop":
+        await asyncio.to_thread(container.stop, timeout=0)
+    else:
+        await asyncio.to_thread(container.remove, force=True)
+    end = await term.expect_frame("disconnect", timeout=10)
+    assert end == ["disconnect", 1]
+    assert time.monotonic() - started < 10
+    kinds = [frame[0] for frame in term.frames]
+    assert "error" in kinds or "exit" in kinds
+    assert all("Traceback" not in str(frame) for frame in term.frames)
+    await term.wait_closed()
+    status, _ = await alice.status("GET", "sessions", model["id"])
+    assert status == 403
+    # The server keeps serving.
+    assert isinstance(await alice.call("GET", "instances"), list)
+
+
+class TestBrokenShell:
+    @pytest.fixture
+    def tool_types(self) -> dict[str, t.Any]:
+        return {"broken": {"shell": ["/no/such/shell"]}}
+
+    async def test_a_shell_that_cannot_start_reports_and_ends(
+        self, alice: Api, make_instance: InstanceFactory
+    ) -> None:
+        container = make_instance(tool="broken")
+        model, term = await alice.terminal(container.name)
+        code = (await term.expect_frame("exit"))[1]
+        assert code in (126, 127)
+        await term.expect_frame("disconnect")
+        assert "Traceback" not in term.output
+        status, _ = await alice.status("GET", "sessions", model["id"])
+        assert status == 403
+
+
+async def test_a_paused_instance_is_409_and_spawns_nothing(
+    alice: Api, make_instance: InstanceFactory
+) -> None:
+    container = make_instance()
+    await asyncio.to_thread(container.pause)
+    try:
+        status, body = await alice.status("POST", "sessions", body={"instance": container.name})
+        assert status == 409
+        assert "paused" in body["message"]
+    finally:
+        await asyncio.to_thread(container.unpause)
+
+
+async def test_exec_refused_by_the_engine_is_503_without_traceback(
+    alice: Api, make_instance: InstanceFactory, jp_serverapp: t.Any
+) -> None:
+    # The container stops between the server's check and the exec: the engine refuses it.
+    container = make_instance()
+    (app,) = jp_serverapp.extension_manager.extension_apps["jupyter_tool_terminal"]
+    runtime = app.runtime
+    real_get = runtime.get_instance
+
+    async def get_then_stop(instance_id: str) -> t.Any:
+        instance = await real_get(instance_id)
+        await asyncio.to_thread(container.stop, timeout=0)
+        return instance
+
+    runtime.get_instance = get_then_stop
+    try:
+        status, body = await alice.status("POST", "sessions", body={"instance": container.name})
+    finally:
+        runtime.get_instance = real_get
+    assert status == 503
+    assert body["message"] == "the container engine refused the operation"
+    assert await alice.call("GET", "sessions") == []
+
+
+def _restart_dockerd() -> None:
+    subprocess.run(["pkill", "-TERM", "-x", "dockerd"], check=False)
+    deadline = time.monotonic() + 60
+    while subprocess.run(["pgrep", "-x", "dockerd"], check=False).returncode == 0:
+        assert time.monotonic() < deadline, "dockerd did not stop"
+        time.sleep(0.2)
+    with open("/tmp/dockerd.log", "ab") as log:
+        subprocess.Popen(["dockerd"], stdout=log, stderr=log, start_new_session=True)
+    client = docker.from_env()
+    while True:
+        try:
+            client.ping()
+            break
+        except docker.errors.DockerException:
+            assert time.monotonic() < deadline, "dockerd did not come back"
+            time.sleep(0.2)
+    client.close()
+
+
+@pytest.mark.skipif(
+    os.environ.get("JTT_TEST_RESTART_DOCKERD") != "1" or not shutil.which("dockerd"),
+    reason="restarts the machine's dockerd: opt in with JTT_TEST_RESTART_DOCKERD=1 (CI does)",
+)
+async def test_dockerd_restart_mid_session(alice: Api, make_instance: InstanceFactory) -> None:
+    container = make_instance()
+    model, term = await alice.terminal(container.name)
+    await term.run("true")
+    await asyncio.to_thread(_restart_dockerd)
+    await term.expect_frame("disconnect", timeout=30)
+    assert all("Traceback" not in str(frame) for frame in term.frames)
+    status, _ = await alice.status("GET", "sessions", model["id"])
+    assert status == 403
+    # Once the engine is back, new sessions work (in a new container: the old one stopped).
+    fresh = make_instance()
+    _, again = await alice.terminal(fresh.name)
+    assert await again.run("echo back") == "back\r\n"
