@@ -32,6 +32,9 @@ fi
 
 log "installing jupyter-tool-terminal[$extras] (builds the JupyterLab extension)"
 cd "$repo"
+# A development link left by an earlier checkout would redirect the install into that checkout.
+installed_ext="$(python3 -c 'import sys; print(sys.prefix)')/share/jupyter/labextensions/jupyter-tool-terminal"
+[ -L "$installed_ext" ] && rm -f "$installed_ext"
 python3 -m pip install -q --upgrade pip
 python3 -m pip install -q -e ".[$extras]"
 # An editable install leaves the built labextension in the source tree: link it where

@@ -18,6 +18,8 @@ from jupyter_server.auth.identity import IdentityProvider, User
 from tornado.httpclient import HTTPClientError
 from traitlets.config import Config
 
+from jupyter_tool_terminal.app import ToolTerminalApp
+
 from .terminal_client import TerminalClient
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
@@ -152,6 +154,14 @@ async def wait_until(predicate: t.Callable[[], t.Awaitable[bool]], timeout: floa
     while not await predicate():
         assert time.monotonic() < deadline, "condition not reached in time"
         await asyncio.sleep(0.02)
+
+
+@pytest.fixture
+def tool_app(jp_serverapp: t.Any) -> ToolTerminalApp:
+    """The running extension application of the server under test."""
+    (app,) = jp_serverapp.extension_manager.extension_apps["jupyter_tool_terminal"]
+    assert isinstance(app, ToolTerminalApp)
+    return app
 
 
 @pytest.fixture

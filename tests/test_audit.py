@@ -7,6 +7,7 @@ import typing as t
 
 import pytest
 
+from jupyter_tool_terminal.app import ToolTerminalApp
 from jupyter_tool_terminal.events import SESSION_SCHEMA_ID
 
 from .conftest import Api, InstanceFactory
@@ -71,10 +72,10 @@ async def test_logs_carry_no_tokens_input_or_output(
     alice: Api,
     make_instance: InstanceFactory,
     caplog: pytest.LogCaptureFixture,
-    jp_serverapp: t.Any,
+    tool_app: ToolTerminalApp,
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    (app,) = jp_serverapp.extension_manager.extension_apps["jupyter_tool_terminal"]
+    app = tool_app
     extension_log = _Lines()
     app.log.addHandler(extension_log)
     app.log.setLevel(logging.DEBUG)

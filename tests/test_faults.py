@@ -12,6 +12,8 @@ import typing as t
 import docker
 import pytest
 
+from jupyter_tool_terminal.app import ToolTerminalApp
+
 from .conftest import Api, InstanceFactory
 
 
@@ -72,12 +74,15 @@ async def test_a_paused_instance_is_409_and_spawns_nothing(
 
 
 async def test_exec_refused_by_the_engine_is_503_without_traceback(
-    alice: Api, make_instance: InstanceFactory, jp_serverapp: t.Any
+    alice: Api,
+    make_instance: InstanceFactory,
+    tool_app: ToolTerminalApp,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # The container stops between the server's check and the exec: the engine refuses it.
     container = make_instance()
-    (app,) = jp_serverapp.extension_manager.extension_apps["jupyter_tool_terminal"]
-    runtime = app.runtime
+    runtime = tool_app.runtime
+    assert runtime is not None
     real_get = runtime.get_instance
 
     async def get_then_stop(instance_id: str) -> t.Any:
@@ -85,11 +90,8 @@ async def test_exec_refused_by_the_engine_is_503_without_traceback(
         await asyncio.to_thread(container.stop, timeout=0)
         return instance
 
-    runtime.get_instance = get_then_stop
-    try:
-        status, body = await alice.status("POST", "sessions", body={"instance": container.name})
-    finally:
-        runtime.get_instance = real_get
+    monkeypatch.setattr(runtime, "get_instance", get_then_stop)
+    status, body = await alice.status("POST", "sessions", body={"instance": container.name})
     assert status == 503
     assert body["message"] == "the container engine refused the operation"
     assert await alice.call("GET", "sessions") == []

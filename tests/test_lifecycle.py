@@ -7,6 +7,8 @@ import typing as t
 
 import pytest
 
+from jupyter_tool_terminal.app import ToolTerminalApp
+
 from .conftest import (
     BASE_PROCESSES,
     Api,
@@ -70,24 +72,23 @@ async def test_shell_exit_sends_exit_code_then_disconnect(
 
 
 async def test_server_shutdown_kills_every_session(
-    jp_serverapp: t.Any, alice: Api, make_instance: InstanceFactory
+    tool_app: ToolTerminalApp, alice: Api, make_instance: InstanceFactory
 ) -> None:
     first, second = make_instance(), make_instance()
     await _busy_terminal(alice, first)
     await _busy_terminal(alice, second)
     await alice.open_session(second.name)  # never attached
-    extension = jp_serverapp.extension_manager.extension_apps["jupyter_tool_terminal"]
-    (app,) = extension
+    app = tool_app
     await app.stop_extension()
     await _assert_only_base(first)
     await _assert_only_base(second)
 
 
 async def test_a_session_never_attached_is_closed(
-    alice: Api, make_instance: InstanceFactory, jp_serverapp: t.Any
+    alice: Api, make_instance: InstanceFactory, tool_app: ToolTerminalApp
 ) -> None:
-    (app,) = jp_serverapp.extension_manager.extension_apps["jupyter_tool_terminal"]
-    app.session_manager.attach_timeout = 0.2
+    assert tool_app.session_manager is not None
+    tool_app.session_manager.attach_timeout = 0.2
     container = make_instance()
     model = await alice.open_session(container.name)
     assert [s["id"] for s in await alice.call("GET", "sessions")] == [model["id"]]
