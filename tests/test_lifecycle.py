@@ -88,7 +88,7 @@ async def test_a_session_never_attached_is_closed(
     alice: Api, make_instance: InstanceFactory, tool_app: ToolTerminalApp
 ) -> None:
     assert tool_app.session_manager is not None
-    tool_app.session_manager.attach_timeout = 0.2
+    tool_app.session_manager.attach_timeout = 1.0
     container = make_instance()
     model = await alice.open_session(container.name)
     assert [s["id"] for s in await alice.call("GET", "sessions")] == [model["id"]]
