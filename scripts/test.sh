@@ -31,6 +31,8 @@ bash scripts/test-frontend.sh
 step "packaging: server and lab extensions enabled and OK"
 jupyter server extension list 2>&1 | tee /tmp/jtt-server-extensions.txt | grep -i "jupyter_tool_terminal.*OK"
 jupyter labextension list 2>&1 | tee /tmp/jtt-labextensions.txt | grep -i "jupyter-tool-terminal.*OK"
+step "packaging: the wheel, installed into a fresh environment"
+bash scripts/check-wheel.sh
 
 if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
   step "installing Debian's chromium for the browser test"
