@@ -68,14 +68,18 @@ FLOOD_LINE = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 MIB = 1024 * 1024
 LABELS = {
     "tool": "this project",
-    "A": "A terminado sh",
-    "B": "B terminado docker CLI",
-    "C": "C raw exec",
+    "A": "A: terminado\n/bin/sh",
+    "B": "B: terminado\ndocker exec CLI",
+    "C": "C: raw exec\nsocket (SDK)",
 }
 
 
 class BenchError(Exception):
     """A measurement path failed."""
+
+
+class TermTimeout(BenchError):
+    """Expected output did not arrive in time."""
 
 
 # -- configuration ---------------------------------------------------------------------------
@@ -158,7 +162,9 @@ class Term:
         try:
             text = await asyncio.wait_for(self.read(), max(timeout, 0.001))
         except asyncio.TimeoutError:
-            raise BenchError(f"no output within {timeout:.1f} s; got {self.buf[-200:]!r}") from None
+            raise TermTimeout(
+                f"no output within {timeout:.1f} s; got {self.buf[-200:]!r}"
+            ) from None
         if text is None:
             raise BenchError(f"terminal closed; output so far {self.buf[-200:]!r}")
         return text
@@ -237,6 +243,8 @@ class Client:
         httpclient.AsyncHTTPClient.configure(None, max_clients=256)
         self.http = httpclient.AsyncHTTPClient()
         self.api: t.Any = docker.from_env(max_pool_size=64).api
+        #: How often a ready marker had to be sent again (see ``open``).
+        self.resends = 0
 
     def close(self) -> None:
         self.http.close()
@@ -265,7 +273,9 @@ class Client:
             stream.set_nodelay(True)
         return ws
 
-    async def open(self, target: Target, timeout: float = 30.0) -> tuple[Term, float]:
+    async def open(
+        self, target: Target, timeout: float = 30.0, resend_after: float = 1.0
+    ) -> tuple[Term, float]:
         """Open a terminal; returns it and the seconds from the request to a proven-ready shell
         (the echoed marker). The shell is then at the benchmark prompt."""
         start = time.perf_counter()
@@ -284,8 +294,20 @@ class Client:
             term = WsTerm(ident, await self.websocket(target, path))
             await term.ws.write_message(json.dumps(["set_size", 24, 80, 0, 0]))
         try:
-            await term.send(READY_COMMAND)
-            await term.expect(READY, timeout)
+            # Input sent in the instant a busybox shell starts can be lost (seen about once in
+            # 300 opens, on the raw socket as well): the marker is sent again if it does not
+            # come back, and the open is timed to the first marker that does.
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + timeout
+            while True:
+                await term.send(READY_COMMAND)
+                try:
+                    await term.expect(READY, min(resend_after, deadline - loop.time()))
+                    break
+                except TermTimeout:
+                    if loop.time() >= deadline:
+                        raise
+                    self.resends += 1
             elapsed = time.perf_counter() - start
             await term.expect(PROMPT, timeout)
         except BaseException:
@@ -369,12 +391,22 @@ async def type_keys(
     return typed
 
 
-async def measure_open(client: Client, target: Target, plan: Plan) -> dict[str, t.Any]:
-    times = []
+async def measure_opens(
+    client: Client, targets: list[Target], plan: Plan
+) -> dict[str, dict[str, t.Any]]:
+    """Open (and close) ``plan.opens`` terminals of every target, taking turns so that drift of
+    the machine affects all alike, with a pause after each so no close overlaps an open."""
+    times: dict[str, list[float]] = {target.key: [] for target in targets}
     for _ in range(plan.opens):
-        term, elapsed = await client.open(target)
-        times.append(elapsed)
-        await client.close_term(target, term)
+        for target in targets:
+            term, elapsed = await client.open(target)
+            times[target.key].append(elapsed)
+            await client.close_term(target, term)
+            await asyncio.sleep(0.1)
+    return {key: open_figures(values) for key, values in times.items()}
+
+
+def open_figures(times: list[float]) -> dict[str, t.Any]:
     return {
         "p50_ms": ms(percentile(times, 0.5)),
         "p95_ms": ms(percentile(times, 0.95)),
@@ -382,20 +414,35 @@ async def measure_open(client: Client, target: Target, plan: Plan) -> dict[str, 
     }
 
 
-async def measure_echo(client: Client, target: Target, plan: Plan) -> dict[str, t.Any]:
-    term, _ = await client.open(target)
+async def measure_echoes(
+    client: Client, targets: list[Target], plan: Plan
+) -> dict[str, dict[str, t.Any]]:
+    """``plan.keystrokes`` keystrokes on one terminal of every target, a line of each in turn
+    (so that whatever else the machine does hits all alike), one key at a time."""
+    terms: dict[str, Term] = {}
+    samples: dict[str, list[float]] = {target.key: [] for target in targets}
     try:
-        warm: list[float] = []
-        await type_keys(term, warm, count=min(20, plan.keystrokes))
-        samples: list[float] = []
-        await type_keys(term, samples, count=plan.keystrokes)
+        for target in targets:
+            terms[target.key], _ = await client.open(target)
+            await type_keys(terms[target.key], [], count=min(20, plan.keystrokes))
+        while any(len(values) < plan.keystrokes for values in samples.values()):
+            for target in targets:
+                left = plan.keystrokes - len(samples[target.key])
+                if left > 0:
+                    await type_keys(terms[target.key], samples[target.key], count=min(LINE, left))
     finally:
-        await client.close_term(target, term)
+        for target in targets:
+            if target.key in terms:
+                with contextlib.suppress(Exception):
+                    await client.close_term(target, terms[target.key])
     return {
-        "p50_ms": ms(percentile(samples, 0.5)),
-        "p99_ms": ms(percentile(samples, 0.99)),
-        "max_ms": ms(max(samples)),
-        "n": len(samples),
+        key: {
+            "p50_ms": ms(percentile(values, 0.5)),
+            "p99_ms": ms(percentile(values, 0.99)),
+            "max_ms": ms(max(values)),
+            "n": len(values),
+        }
+        for key, values in samples.items()
     }
 
 
@@ -453,18 +500,48 @@ def tree_memory(pid: int) -> dict[str, float]:
     return {"rss": rss, "pss": pss, "processes": count}
 
 
+def cpu_seconds(processes: t.Iterable[t.Any]) -> float:
+    """User + system CPU seconds of some processes (vanished ones count 0)."""
+    total = 0.0
+    for process in processes:
+        with contextlib.suppress(psutil.Error):
+            times = process.cpu_times()
+            total += times.user + times.system
+    return total
+
+
+def engine_processes() -> list[t.Any]:
+    """The Docker Engine's processes: dockerd, containerd and the containers' shims."""
+    found = []
+    for process in psutil.process_iter(["name"]):
+        name = process.info.get("name") or ""
+        if name in ("dockerd", "containerd") or name.startswith("containerd-shim"):
+            found.append(process)
+    return found
+
+
+def server_processes(pid: int | None) -> list[t.Any]:
+    if pid is None:
+        return []
+    with contextlib.suppress(psutil.Error):
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    return []
+
+
 async def measure_scale(
-    client: Client, target: Target, n: int, plan: Plan, server_pid: int
+    client: Client, target: Target, n: int, plan: Plan, server_pid: int | None
 ) -> dict[str, t.Any]:
-    """``n`` concurrent sessions, all typing (a key every 0.1-0.3 s) for ``scale_seconds``."""
-    before = await asyncio.to_thread(tree_memory, server_pid)
+    """``n`` concurrent sessions, all typing (a key every 0.1-0.3 s) for ``scale_seconds``.
+    Also the CPU the server, the Docker Engine and this client used while they typed."""
+    before = await asyncio.to_thread(tree_memory, server_pid) if server_pid else None
     gate = asyncio.Semaphore(16)
     failures: list[str] = []
 
     async def open_one() -> Term | None:
         async with gate:
             try:
-                term, _ = await client.open(target, timeout=60)
+                term, _ = await client.open(target, timeout=60, resend_after=5)
                 return term
             except Exception as error:  # noqa: BLE001 - counted as a failure
                 failures.append(f"open: {error}")
@@ -489,9 +566,15 @@ async def measure_scale(
             failures.append(f"typing: {error}")
 
     try:
-        deadline = loop.time() + plan.scale_seconds
+        servers = await asyncio.to_thread(server_processes, server_pid)
+        engine = await asyncio.to_thread(engine_processes)
+        cpu_before = [cpu_seconds(servers), cpu_seconds(engine), time.process_time()]
+        begun = loop.time()
+        deadline = begun + plan.scale_seconds
         await asyncio.gather(*(typist(term, deadline) for term in opened))
-        after = await asyncio.to_thread(tree_memory, server_pid)
+        typing = loop.time() - begun
+        cpu_after = [cpu_seconds(servers), cpu_seconds(engine), time.process_time()]
+        after = await asyncio.to_thread(tree_memory, server_pid) if server_pid else None
     finally:
 
         async def close_one(term: Term) -> None:
@@ -501,24 +584,43 @@ async def measure_scale(
 
         await asyncio.gather(*(close_one(term) for term in opened))
     sessions = max(len(opened), 1)
-    return {
+    cores = [round((b - a) / typing, 2) for a, b in zip(cpu_before, cpu_after, strict=True)]
+    found: dict[str, t.Any] = {
         "n": n,
         "opened": len(opened),
         "failures": len(failures),
         "failure_examples": failures[:3],
         "keystrokes": len(samples),
+        "keystrokes_per_s": round(len(samples) / typing, 1),
         "echo_p50_ms": ms(percentile(samples, 0.5)),
         "echo_p99_ms": ms(percentile(samples, 0.99)),
-        "rss_mib_per_session": round((after["rss"] - before["rss"]) / sessions / MIB, 3),
-        "pss_mib_per_session": round((after["pss"] - before["pss"]) / sessions / MIB, 3),
-        "server_processes": after["processes"],
-        "server_rss_mib": round(after["rss"] / MIB, 1),
+        "cpu_cores_server": cores[0] if server_pid else None,
+        "cpu_cores_engine": cores[1],
+        "cpu_cores_client": cores[2],
     }
+    if before is not None and after is not None:
+        found.update(
+            rss_mib_per_session=round((after["rss"] - before["rss"]) / sessions / MIB, 3),
+            pss_mib_per_session=round((after["pss"] - before["pss"]) / sessions / MIB, 3),
+            server_processes=after["processes"],
+            server_rss_mib=round(after["rss"] / MIB, 1),
+        )
+    return found
 
 
-async def measure_churn(client: Client, target: Target, plan: Plan) -> dict[str, t.Any]:
+async def loop_lag(client: Client, target: Target) -> dict[str, t.Any] | None:
+    """The server's event-loop lateness since the last call (see ``lagprobe.py``)."""
+    if target.kind == "raw":
+        return None
+    return t.cast(dict[str, t.Any], await client.request(target, "GET", "/bench/lag"))
+
+
+async def measure_churn(
+    client: Client, target: Target, plan: Plan, loops: int, period: float
+) -> dict[str, t.Any]:
     """Echo p99 of one typing session, quiet and then while a separate process opens and
-    closes sessions of the same target in a loop (so the churn's client work is not ours)."""
+    closes sessions of the same target (``loops`` loops, each cycle taking at least ``period``
+    seconds), so that the churn's client work is not the measuring client's."""
     term, _ = await client.open(target)
     loop = asyncio.get_running_loop()
     pause = (0.01, 0.03)
@@ -526,12 +628,18 @@ async def measure_churn(client: Client, target: Target, plan: Plan) -> dict[str,
     worker: asyncio.subprocess.Process | None = None
     try:
         await type_keys(term, [], count=20)
+        await loop_lag(client, target)
         quiet: list[float] = []
         await type_keys(
             term, quiet, count=count, deadline=loop.time() + plan.churn_seconds, pause=pause
         )
-        spec = {"target": dataclasses.asdict(target), "seconds": plan.churn_seconds + 1.0}
-        spec["concurrency"] = plan.churners
+        quiet_lag = await loop_lag(client, target)
+        spec = {
+            "target": dataclasses.asdict(target),
+            "seconds": plan.churn_seconds + 1.0,
+            "concurrency": loops,
+            "period": period,
+        }
         worker = await asyncio.create_subprocess_exec(
             sys.executable,
             str(SCRIPT),
@@ -545,10 +653,12 @@ async def measure_churn(client: Client, target: Target, plan: Plan) -> dict[str,
             raise BenchError(f"churn worker did not start: {line!r}")
         # Let the churn get going before measuring.
         await asyncio.sleep(0.5)
+        await loop_lag(client, target)
         busy: list[float] = []
         await type_keys(
             term, busy, count=count, deadline=loop.time() + plan.churn_seconds, pause=pause
         )
+        busy_lag = await loop_lag(client, target)
         report, _ = await asyncio.wait_for(worker.communicate(), plan.churn_seconds + 60)
         summary = json.loads(report.decode().strip().splitlines()[-1])
         worker = None
@@ -558,7 +668,9 @@ async def measure_churn(client: Client, target: Target, plan: Plan) -> dict[str,
                 worker.kill()
             await worker.wait()
         await client.close_term(target, term)
-    if summary["cycles"] == 0 or summary["failures"]:
+    # A churn open that fails (see ``Client.open`` on lost input) is counted, not fatal: the
+    # figure is the typing session's.
+    if summary["cycles"] == 0:
         raise BenchError(f"churn: {summary}")
     quiet_p99, busy_p99 = percentile(quiet, 0.99), percentile(busy, 0.99)
     return {
@@ -571,6 +683,12 @@ async def measure_churn(client: Client, target: Target, plan: Plan) -> dict[str,
         "keystrokes": len(busy),
         "cycles": summary["cycles"],
         "cycles_per_s": round(summary["cycles"] / summary["seconds"], 1),
+        "churn_failures": summary["failure_count"],
+        "churn_failure_examples": summary["failures"],
+        "loops": loops,
+        "period_s": period,
+        "quiet_loop_lag": quiet_lag,
+        "churn_loop_lag": busy_lag,
     }
 
 
@@ -586,23 +704,31 @@ async def churn_worker(spec: dict[str, t.Any]) -> dict[str, t.Any]:
 
     async def loop_once() -> None:
         nonlocal cycles
+        period = float(spec["period"])
         for _ in range(10_000):
             if loop.time() >= deadline:
                 return
+            begun = loop.time()
             try:
-                term, _ = await client.open(target)
+                term, _ = await client.open(target, timeout=10)
                 await client.close_term(target, term)
                 cycles += 1
             except Exception as error:  # noqa: BLE001 - counted as a failure
                 failures.append(str(error))
                 await asyncio.sleep(0.1)
+            await asyncio.sleep(max(0.0, begun + period - loop.time()))
 
     print("started", flush=True)
     try:
         await asyncio.gather(*(loop_once() for _ in range(int(spec["concurrency"]))))
     finally:
         client.close()
-    return {"cycles": cycles, "failures": failures[:3], "seconds": loop.time() - start}
+    return {
+        "cycles": cycles,
+        "failure_count": len(failures),
+        "failures": failures[:3],
+        "seconds": loop.time() - start,
+    }
 
 
 # -- servers and containers ------------------------------------------------------------------
@@ -668,6 +794,7 @@ class Lab:
             "jupyterlab": False,
             "jupyter_lsp": False,
             "notebook_shim": False,
+            "lagprobe": True,
         }
         (home / "jupyter_server_config.py").write_text(
             f"c.ServerApp.ip = '127.0.0.1'\n"
@@ -691,6 +818,7 @@ class Lab:
             JUPYTER_RUNTIME_DIR=str(home / "runtime"),
             JUPYTER_PLATFORM_DIRS="1",
             SHELL="/bin/sh",
+            PYTHONPATH=os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(HERE)])),
         )
         log = (home / "server.log").open("wb")
         process = subprocess.Popen(
@@ -829,11 +957,20 @@ def rows(plan: Plan) -> list[Row]:
             (f"N={n} failures", "", get(f"scale.{n}.failures"), True),
             (f"N={n} RSS/session", "MiB", get(f"scale.{n}.rss_mib_per_session"), True),
             (f"N={n} PSS/session", "MiB", get(f"scale.{n}.pss_mib_per_session"), True),
+            (f"N={n} server CPU", "cores", get(f"scale.{n}.cpu_cores_server"), True),
+            (f"N={n} engine CPU", "cores", get(f"scale.{n}.cpu_cores_engine"), True),
         ]
     table += [
         ("churn: quiet echo p99", "ms", get("churn.quiet_p99_ms"), True),
         ("churn: echo p99", "ms", get("churn.churn_p99_ms"), True),
         ("churn: p99 increase", "ms", get("churn.delta_p99_ms"), True),
+        ("churn: cycles/s", "", get("churn.cycles_per_s"), False),
+        ("churn: server loop lag max", "ms", get("churn.churn_loop_lag.max_ms"), True),
+        ("churn max: quiet echo p99", "ms", get("churn_max.quiet_p99_ms"), True),
+        ("churn max: echo p99", "ms", get("churn_max.churn_p99_ms"), True),
+        ("churn max: p99 increase", "ms", get("churn_max.delta_p99_ms"), True),
+        ("churn max: cycles/s", "", get("churn_max.cycles_per_s"), False),
+        ("churn max: server loop lag max", "ms", get("churn_max.churn_loop_lag.max_ms"), True),
     ]
     return table
 
@@ -865,6 +1002,27 @@ def table(results: dict[str, t.Any], plan: Plan) -> str:
         ratios = [ratio(values["tool"], values[key]) for key in ("A", "B", "C")]
         lines.append(f"| {label} | " + " | ".join(cells + ratios) + " |")
     return "\n".join(lines)
+
+
+def markdown(results: dict[str, t.Any], plan: Plan) -> str:
+    """The run as Markdown: machine, table, targets."""
+    info = results["machine"]
+    lines = [
+        f"Run of {results['when']} ({results['mode']} mode, {results['seconds']} s).",
+        "",
+        f"Machine: {info['cpu']}, {info['cores']} cores, {info['memory_gib']} GiB, "
+        f"Linux {info['kernel']}, Python {info['python']}, Docker Engine "
+        f"{info.get('docker_engine')}, jupyter_server {info.get('jupyter_server')}, "
+        f"jupyter_server_terminals {info.get('jupyter_server_terminals')}, terminado "
+        f"{info.get('terminado')}, tornado {info.get('tornado')}.",
+        "",
+        table(results, plan),
+        "",
+    ]
+    for check in results.get("checks", []):
+        mark = "met" if check["met"] else "**missed**"
+        lines.append(f"- {mark}: {check['target']} ({check['detail']})")
+    return "\n".join(lines) + "\n"
 
 
 def check_targets(results: dict[str, t.Any], plan: Plan) -> list[dict[str, t.Any]]:
@@ -970,7 +1128,7 @@ def plot(results: dict[str, t.Any], plan: Plan, path: Path) -> None:
     ax = axes[1][1]
     for key in keys:
         scale = figures[key].get("scale", {})
-        ns = sorted(int(n) for n in scale)
+        ns = sorted(int(n) for n in scale if "rss_mib_per_session" in scale[n])
         if ns:
             ax.plot(
                 ns,
@@ -1056,28 +1214,50 @@ async def run(plan: Plan, lab: Lab, only: set[str], phases: set[str]) -> dict[st
             print(f"  {key:4} {name:12} FAILED: {type(error).__name__}: {error}", flush=True)
 
     try:
-        order = [key for key in ("tool", "A", "B", "C") if key in only]
+        order: list[str] = [key for key in ("tool", "A", "B", "C") if key in only]
         for key in order:
             target = targets[key]
             # One warm-up open (imports, connection pools), not counted.
             with contextlib.suppress(Exception):
                 term, _ = await client.open(target)
                 await client.close_term(target, term)
-            if "open" in phases:
-                await path(key, "open", measure_open(client, target, plan))
-            if "echo" in phases:
-                await path(key, "echo", measure_echo(client, target, plan))
+        if "open" in phases:
+            begun = loop.time()
+            try:
+                opens = await measure_opens(client, [targets[key] for key in order], plan)
+                for name, found in opens.items():
+                    figures[name]["open"] = found
+                    print(f"  {name:4} open         {found}", flush=True)
+            except Exception as error:  # noqa: BLE001 - recorded, the run goes on
+                errors.append(f"open: {type(error).__name__}: {error}")
+                print(f"  open FAILED: {type(error).__name__}: {error}", flush=True)
+            print(f"  (opens took {loop.time() - begun:.1f} s)", flush=True)
+        if "echo" in phases:
+            try:
+                echoes = await measure_echoes(client, [targets[key] for key in order], plan)
+                for name, found in echoes.items():
+                    figures[name]["echo"] = found
+                    print(f"  {name:4} echo         {found}", flush=True)
+            except Exception as error:  # noqa: BLE001 - recorded, the run goes on
+                errors.append(f"echo: {type(error).__name__}: {error}")
+                print(f"  echo FAILED: {type(error).__name__}: {error}", flush=True)
+        for key in order:
+            target = targets[key]
             if "flood" in phases:
                 await path(key, "flood", measure_flood(client, target, plan))
         for key in order:
-            if key == "C" or "scale" not in phases:
-                continue  # C has no server: nothing to scale
+            if "scale" not in phases:
+                continue
             scale: dict[str, t.Any] = {}
             for n in plan.scale_ns_b if key == "B" else plan.scale_ns:
                 begun = loop.time()
                 try:
                     scale[str(n)] = await measure_scale(
-                        client, targets[key], n, plan, servers[key].process.pid
+                        client,
+                        targets[key],
+                        n,
+                        plan,
+                        servers[key].process.pid if key in servers else None,
                     )
                     print(
                         f"  {key:4} scale N={n:<4} {scale[str(n)]}  ({loop.time() - begun:.1f} s)",
@@ -1091,7 +1271,13 @@ async def run(plan: Plan, lab: Lab, only: set[str], phases: set[str]) -> dict[st
             figures[key]["scale"] = scale
         for key in order:
             if "churn" in phases:
-                await path(key, "churn", measure_churn(client, targets[key], plan))
+                # The figure: one loop opening and closing a session at most 5 times a second.
+                await path(key, "churn", measure_churn(client, targets[key], plan, 1, 0.2))
+            if "churnmax" in phases:
+                # Saturating: several loops as fast as the target goes (both cores busy).
+                await path(
+                    key, "churn_max", measure_churn(client, targets[key], plan, plan.churners, 0)
+                )
     finally:
         client.close()
     return {
@@ -1101,6 +1287,7 @@ async def run(plan: Plan, lab: Lab, only: set[str], phases: set[str]) -> dict[st
         "machine": machine(),
         "targets": figures,
         "errors": errors,
+        "ready_marker_resends": client.resends,
         "seconds": round(loop.time() - started, 1),
     }
 
@@ -1114,8 +1301,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--only", default="tool,A,B,C", help="comma-separated subset of tool,A,B,C")
     parser.add_argument(
-        "--phases", default="open,echo,flood,scale,churn", help="comma-separated subset to run"
+        "--phases",
+        help="comma-separated subset of open,echo,flood,scale,churn,churnmax "
+        "(default all; --quick: all but churnmax, the same path as churn)",
     )
+    parser.add_argument("--churners", type=int, help="concurrent open/close loops in the churn")
     parser.add_argument("--churn-worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.churn_worker:
@@ -1132,8 +1322,11 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, interrupted)
     plan = Plan.make(args.quick)
+    if args.churners:
+        plan.churners = args.churners
     only = {key.strip() for key in args.only.split(",") if key.strip()}
-    phases = {key.strip() for key in args.phases.split(",") if key.strip()}
+    default = "open,echo,flood,scale,churn" + ("" if args.quick else ",churnmax")
+    phases = {key.strip() for key in (args.phases or default).split(",") if key.strip()}
     lab = Lab()
     try:
         results = asyncio.run(run(plan, lab, only, phases))
@@ -1148,6 +1341,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or HERE / "results" / f"{results['mode']}-{stamp}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2) + "\n")
+    out.with_suffix(".md").write_text(markdown(results, plan))
     rendered = table(results, plan)
     print()
     print(rendered)
