@@ -33,6 +33,7 @@ import secrets
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -98,12 +99,13 @@ class Plan:
     scale_seconds: float
     churn_seconds: float
     churners: int
+    flood_rounds: int
 
     @classmethod
     def make(cls, quick: bool) -> Plan:
         if quick:
-            return cls(True, 3, 10, 1_000_000, [5], [5], 2.0, 2.0, 2)
-        return cls(False, 30, 300, 50_000_000, [50, 200, 500], [50, 200], 10.0, 10.0, 4)
+            return cls(True, 3, 10, 1_000_000, [5], [5], 2.0, 2.0, 2, 1)
+        return cls(False, 30, 300, 50_000_000, [50, 200, 500], [50, 200], 10.0, 10.0, 4, 3)
 
 
 @dataclasses.dataclass
@@ -451,6 +453,25 @@ def flood_expected(nbytes: int) -> str:
     return (line * (nbytes // len(line) + 1))[:nbytes]
 
 
+async def measure_floods(
+    client: Client, targets: list[Target], plan: Plan
+) -> dict[str, dict[str, t.Any]]:
+    """``plan.flood_rounds`` floods through every target, taking turns; the median counts."""
+    rates: dict[str, list[float]] = {target.key: [] for target in targets}
+    for _ in range(plan.flood_rounds):
+        for target in targets:
+            found = await measure_flood(client, target, plan)
+            rates[target.key].append(found["mb_s"])
+    return {
+        key: {
+            "mb_s": round(statistics.median(values), 2),
+            "rounds_mb_s": values,
+            "bytes": plan.flood_bytes,
+        }
+        for key, values in rates.items()
+    }
+
+
 async def measure_flood(client: Client, target: Target, plan: Plan) -> dict[str, t.Any]:
     """``plan.flood_bytes`` of output through the terminal, every byte checked."""
     nbytes = plan.flood_bytes
@@ -582,7 +603,12 @@ async def measure_scale(
                 with contextlib.suppress(Exception):
                     await client.close_term(target, term)
 
+        closing = loop.time()
         await asyncio.gather(*(close_one(term) for term in opened))
+        # A close the client gave up waiting for may still be running in the server: wait
+        # (bounded) until the server holds no session, so the next measurement starts clean.
+        left = await wait_no_sessions(client, target, 180)
+        teardown = loop.time() - closing
     sessions = max(len(opened), 1)
     cores = [round((b - a) / typing, 2) for a, b in zip(cpu_before, cpu_after, strict=True)]
     found: dict[str, t.Any] = {
@@ -597,6 +623,8 @@ async def measure_scale(
         "cpu_cores_server": cores[0] if server_pid else None,
         "cpu_cores_engine": cores[1],
         "cpu_cores_client": cores[2],
+        "teardown_s": round(teardown, 1),
+        "sessions_left_after_teardown": left,
     }
     if before is not None and after is not None:
         found.update(
@@ -606,6 +634,23 @@ async def measure_scale(
             server_rss_mib=round(after["rss"] / MIB, 1),
         )
     return found
+
+
+async def wait_no_sessions(client: Client, target: Target, timeout: float) -> int:
+    """Poll the server until it lists no session (at most ``timeout`` s); how many are left."""
+    if target.kind == "raw":
+        return 0
+    path = "/tool-terminal/api/sessions" if target.kind == "tool" else "/api/terminals"
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    left = -1
+    while loop.time() < deadline:
+        with contextlib.suppress(Exception):
+            left = len(await client.request(target, "GET", path))
+            if left == 0:
+                return 0
+        await asyncio.sleep(1)
+    return left
 
 
 async def loop_lag(client: Client, target: Target) -> dict[str, t.Any] | None:
@@ -1241,11 +1286,27 @@ async def run(plan: Plan, lab: Lab, only: set[str], phases: set[str]) -> dict[st
             except Exception as error:  # noqa: BLE001 - recorded, the run goes on
                 errors.append(f"echo: {type(error).__name__}: {error}")
                 print(f"  echo FAILED: {type(error).__name__}: {error}", flush=True)
+        if "flood" in phases:
+            try:
+                floods = await measure_floods(client, [targets[key] for key in order], plan)
+                for name, found in floods.items():
+                    figures[name]["flood"] = found
+                    print(f"  {name:4} flood        {found}", flush=True)
+            except Exception as error:  # noqa: BLE001 - recorded, the run goes on
+                errors.append(f"flood: {type(error).__name__}: {error}")
+                print(f"  flood FAILED: {type(error).__name__}: {error}", flush=True)
         for key in order:
-            target = targets[key]
-            if "flood" in phases:
-                await path(key, "flood", measure_flood(client, target, plan))
-        for key in order:
+            if "churn" in phases:
+                # The figure: one loop opening and closing a session at most 5 times a second.
+                await path(key, "churn", measure_churn(client, targets[key], plan, 1, 0.2))
+            if "churnmax" in phases:
+                # Saturating: several loops as fast as the target goes (both cores busy).
+                await path(
+                    key, "churn_max", measure_churn(client, targets[key], plan, plan.churners, 0)
+                )
+        # The tool's scale runs last: closing 500 sessions in one container keeps the engine
+        # busy for minutes afterwards (see RESULTS.md).
+        for key in [*[k for k in order if k != "tool"], *[k for k in order if k == "tool"]]:
             if "scale" not in phases:
                 continue
             scale: dict[str, t.Any] = {}
@@ -1269,15 +1330,6 @@ async def run(plan: Plan, lab: Lab, only: set[str], phases: set[str]) -> dict[st
                     errors.append(f"{key} scale N={n}: {type(error).__name__}: {error}")
                     print(f"  {key:4} scale N={n} FAILED: {error}", flush=True)
             figures[key]["scale"] = scale
-        for key in order:
-            if "churn" in phases:
-                # The figure: one loop opening and closing a session at most 5 times a second.
-                await path(key, "churn", measure_churn(client, targets[key], plan, 1, 0.2))
-            if "churnmax" in phases:
-                # Saturating: several loops as fast as the target goes (both cores busy).
-                await path(
-                    key, "churn_max", measure_churn(client, targets[key], plan, plan.churners, 0)
-                )
     finally:
         client.close()
     return {
