@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import typing as t
 
 import pytest
@@ -125,3 +126,26 @@ async def test_delete_right_after_create_leaves_no_shell(
         model = await alice.open_session(container.name)
         await alice.call("DELETE", "sessions", model["id"])
     await _assert_only_base(container)
+
+
+async def test_sessions_closing_together_share_kill_execs(
+    alice: Api, make_instance: InstanceFactory
+) -> None:
+    container = make_instance()
+    models = [await alice.open_session(container.name) for _ in range(8)]
+    since = time.time()
+    await asyncio.gather(*(alice.call("DELETE", "sessions", model["id"]) for model in models))
+    await _assert_only_base(container)
+    events = await asyncio.to_thread(
+        lambda: list(
+            container.client.events(
+                since=since - 1,
+                until=time.time() + 1,
+                filters={"container": container.id, "event": "exec_create"},
+                decode=True,
+            )
+        )
+    )
+    kills = [e for e in events if "jupyter-tool-terminal-kill" in e.get("Action", "")]
+    # One kill exec runs at a time per container; the others join the next one.
+    assert 1 <= len(kills) <= 3, [e["Action"][:80] for e in kills]

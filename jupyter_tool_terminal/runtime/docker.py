@@ -196,6 +196,9 @@ class DockerRuntime(ToolRuntime):
         self._max_workers = max_workers
         self._client: docker.APIClient | None = None
         self._client_lock = threading.Lock()
+        # Kill requests waiting for their container's kill worker: (tags, waiters).
+        self._pending_kills: dict[str, tuple[set[str], list[asyncio.Future[None]]]] = {}
+        self._kill_workers: dict[str, asyncio.Task[None]] = {}
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -355,9 +358,38 @@ class DockerRuntime(ToolRuntime):
         return _ThreadShellChannel(self, exec_id, raw, loop)
 
     async def kill_tagged(self, container_id: str, tags: t.Collection[str]) -> None:
+        """Kill the tagged shells' processes; concurrent kills in one container share one exec.
+
+        The kill script scans every process of the container, so one exec per closing session
+        would cost O(sessions^2) when many close at once (server shutdown, a reset storm).
+        Instead one kill exec per container runs at a time, and every request that arrives
+        meanwhile joins the next one.
+        """
         if not tags:
             return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        pending_tags, waiters = self._pending_kills.setdefault(container_id, (set(), []))
+        pending_tags.update(tags)
+        waiters.append(waiter)
+        if container_id not in self._kill_workers:
+            self._kill_workers[container_id] = asyncio.create_task(self._kill_worker(container_id))
+        await waiter
 
+    async def _kill_worker(self, container_id: str) -> None:
+        try:
+            while (pending := self._pending_kills.pop(container_id, None)) is not None:
+                tags, waiters = pending
+                try:
+                    await self._kill_now(container_id, sorted(tags))
+                finally:
+                    for waiter in waiters:
+                        if not waiter.done():
+                            waiter.set_result(None)
+        finally:
+            # No await between the last pop and here: a request arriving now starts a worker.
+            self._kill_workers.pop(container_id, None)
+
+    async def _kill_now(self, container_id: str, tags: list[str]) -> None:
         def kill() -> None:
             api = self._api()
             created = api.exec_create(
