@@ -105,15 +105,15 @@ def _restart_dockerd() -> None:
         time.sleep(0.2)
     with open("/tmp/dockerd.log", "ab") as log:
         subprocess.Popen(["dockerd"], stdout=log, stderr=log, start_new_session=True)
-    client = docker.from_env()
     while True:
         try:
+            client = docker.from_env()
             client.ping()
-            break
+            client.close()
+            return
         except docker.errors.DockerException:
             assert time.monotonic() < deadline, "dockerd did not come back"
             time.sleep(0.2)
-    client.close()
 
 
 @pytest.mark.skipif(
