@@ -202,6 +202,11 @@ class Session:
         self._replay_size += len(text)
         while self._replay_size > self._replay_limit and len(self._replay) > 1:
             self._replay_size -= len(self._replay.popleft())
+        if self._replay_size > self._replay_limit:
+            # One chunk larger than the whole buffer: keep its end.
+            kept = self._replay.pop()[-self._replay_limit :] if self._replay_limit else ""
+            self._replay.append(kept)
+            self._replay_size = len(kept)
 
     async def _pump(self, channel: ShellChannel) -> None:
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")

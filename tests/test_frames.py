@@ -142,3 +142,12 @@ class TestFrameSizeCap:
         await wait_for_processes(container, BASE_PROCESSES)
         size = await asyncio.to_thread(container.exec_run, ["sh", "-c", "wc -c < /tmp/received"])
         assert size.output.strip() == b"0"
+
+
+async def test_detach_keys_reach_the_shell_instead_of_detaching(
+    alice: Api, make_instance: InstanceFactory
+) -> None:
+    container = make_instance()
+    _, term = await alice.terminal(container.name)
+    term.send("stdin", "\x10\x11")  # ctrl-p ctrl-q: Docker's default detach sequence
+    assert await term.run("echo still-attached") == "still-attached\r\n"

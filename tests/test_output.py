@@ -101,3 +101,14 @@ async def test_output_before_a_client_attaches_is_replayed(
     await wait_until(printed)
     term = await alice.connect(model["id"])
     await term.expect("STARTUP-BANNER")
+
+
+async def test_replay_to_a_reconnecting_client_is_bounded(
+    alice: Api, make_instance: InstanceFactory
+) -> None:
+    container = make_instance()
+    model, first = await alice.terminal(container.name)
+    await first.run("head -c 1000000 /dev/zero | tr '\\000' b; echo", timeout=60)
+    second = await alice.connect(model["id"])
+    replay = await second.expect_frame("stdout")
+    assert 0 < len(replay[1]) <= 64 * 1024

@@ -122,3 +122,23 @@ async def test_renamed_and_replaced_containers_are_resolved_by_id(
     bobs = await bob.open_session(impostor.name)
     assert bobs["instance"] == name
     assert (await alice.call("GET", "sessions", model["id"]))["instance"] == name
+
+
+async def test_cookie_authenticated_writes_need_xsrf(
+    alice: Api, make_instance: InstanceFactory
+) -> None:
+    container = make_instance()
+    cookie = Api(
+        alice._fetch, alice._ws_fetch, {"Authorization": "", "Cookie": f"{COOKIE_NAME}=alice"}
+    )
+    assert (await cookie.status("GET", "instances"))[0] == 200
+    status, _ = await cookie.status("POST", "sessions", body={"instance": container.name})
+    assert status == 403
+    assert await alice.call("GET", "sessions") == []
+
+
+async def test_owner_labels_compare_exactly(alice: Api, make_instance: InstanceFactory) -> None:
+    for owner in ["Alice", "alice ", "alice.", "\uff41lice"]:
+        container = make_instance(owner=owner)
+        status, _ = await alice.status("POST", "sessions", body={"instance": container.name})
+        assert status == 403, owner
