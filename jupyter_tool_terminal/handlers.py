@@ -58,11 +58,15 @@ class ToolTerminalMixin(ExtensionHandlerMixin):
         status = handler.get_status()
         manager = self.tool_app.session_manager
         if status >= 400 and manager is not None:
-            user = handler.current_user
+            # Not `current_user`: a request refused before authentication ran (a foreign Host)
+            # has none, and tornado would then call jupyter_server's deprecated getter (raises).
+            user = getattr(handler, "_jupyter_current_user", None)
             manager.audit.emit(
                 "refuse",
                 user.username if user else "",
-                owner=self.tool_user() if user else None,
+                owner=self.tool_app.principal_for(user, handler.identity_provider)
+                if user
+                else None,
                 status=status,
                 reason=handler._reason,
                 session_id=self.path_kwargs_id(),
