@@ -27,9 +27,9 @@ READ_CHUNK = 64 * 1024
 #: Output floods are sent as at most one frame per ``FRAME_INTERVAL`` seconds (one JSON encode,
 #: one WebSocket frame for everything that arrived meanwhile) instead of one frame per piece of
 #: about 1 KiB the engine delivers; per-frame costs, on the server and in the browser, are what
-#: limit throughput. A flood is output that comes within ``FRAME_INTERVAL`` of the previous
-#: frame, or a read of at least ``COALESCE_BYTES``; anything else (a keystroke's echo) goes out
-#: at once.
+#: limit throughput. A flood is a read of at least ``COALESCE_BYTES``, or output that comes
+#: within ``FRAME_INTERVAL`` of a frame of that size; anything else goes out at once, so the
+#: echo of a fast typist's keystrokes (small frames in quick succession) is never held back.
 COALESCE_BYTES = 1024
 FRAME_INTERVAL = 0.002
 #: How many times a session tries to kill a shell that the engine still reports running.
@@ -212,16 +212,21 @@ class Session:
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         loop = asyncio.get_running_loop()
         last_frame = 0.0
+        last_frame_large = False
         try:
             while True:
                 data = await channel.reader.read(READ_CHUNK)
                 since_last = loop.time() - last_frame
-                if data and (since_last < FRAME_INTERVAL or len(data) >= COALESCE_BYTES):
+                flooding = len(data) >= COALESCE_BYTES or (
+                    last_frame_large and since_last < FRAME_INTERVAL
+                )
+                if data and flooding:
                     await asyncio.sleep(max(FRAME_INTERVAL - since_last, 0.0005))
                     # Only what already arrived (StreamReader has no public "bytes buffered").
                     if getattr(channel.reader, "_buffer", None):
                         data += await channel.reader.read(READ_CHUNK)
                 last_frame = loop.time()
+                last_frame_large = len(data) >= COALESCE_BYTES
                 text = decoder.decode(data, final=not data)
                 if text:
                     self._touch()
