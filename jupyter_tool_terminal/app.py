@@ -105,6 +105,16 @@ class ToolTerminalApp(ExtensionApp):
         help="Seconds a terminal client has to answer a ping (at most `ping_interval`).",
     ).tag(config=True)
 
+    auth_recheck_interval = Float(
+        60,
+        min=0,
+        help="""Seconds between checks that each open terminal connection's credentials are
+        still valid: its user is authenticated again (token or cookie, as on connect; with
+        JupyterHub this asks the Hub, so a logout or a revoked token counts, after the Hub
+        client's own cache) and must still be allowed to `execute` and own the session. A
+        connection that fails is closed with code 1008. 0 turns the checks off.""",
+    ).tag(config=True)
+
     docker_threads = Integer(
         32,
         min=1,

@@ -13,6 +13,7 @@ from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from jupyter_server.base.websocket import WebSocketMixin
 from jupyter_server.extension.handler import ExtensionHandlerMixin
 from tornado import web
+from tornado.ioloop import PeriodicCallback
 from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
 from .manager import SessionError, SessionManager, valid_instance_id, valid_session_id
@@ -204,6 +205,10 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
     auth_resource = AUTH_RESOURCE
     session: Session | None = None
     size: tuple[int, int] | None = None
+    _recheck: PeriodicCallback | None = None
+    #: Who connected (the audit names them even once their credentials are gone).
+    _username = ""
+    _checking_access = False
 
     def set_default_headers(self) -> None:
         """Leave headers to tornado: a WebSocket upgrade is not an HTML page."""
@@ -240,6 +245,7 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
         )
         if authorized is not True:
             raise web.HTTPError(403)
+        self._username = user.username
         session_id = args[0] if args else ""
         try:
             self.session = self.tool_sessions.get_session(owner, session_id)
@@ -257,6 +263,58 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
             return
         self.tool_sessions.client_attached(session)
         session.attach(self)
+        interval = self.tool_app.auth_recheck_interval
+        if interval > 0 and self.identity_provider.auth_enabled:
+            self._recheck = PeriodicCallback(self._check_access, interval * 1000)
+            self._recheck.start()
+
+    async def _check_access(self) -> None:
+        """Close the connection if its credentials no longer grant the session.
+
+        A WebSocket is authenticated once, at the upgrade; a logout or a revoked token must
+        not leave an open shell behind, so the request's credentials are checked again.
+        """
+        session = self.session
+        if session is None or self._checking_access:
+            return
+        self._checking_access = True
+        try:
+            allowed = await self._still_allowed(session)
+        except Exception as error:  # noqa: BLE001 - an identity provider that fails refuses
+            self.log.warning("Tool terminal access check failed: %s", type(error).__name__)
+            allowed = False
+        finally:
+            self._checking_access = False
+        if not allowed and self.session is session:
+            self.log.info("Tool terminal %s: access revoked, disconnecting", session.id[:8])
+            self.tool_sessions.audit.emit(
+                "refuse",
+                self._username,
+                owner=session.owner,
+                status=403,
+                reason="access revoked",
+                session_id=session.id,
+                instance=session.instance.id,
+            )
+            self.close(1008, "Access revoked")
+
+    async def _still_allowed(self, session: Session) -> bool:
+        # Identity providers remember the user per request (jupyter_server in
+        # `_jupyter_current_user`, JupyterHub's HubAuth in `_cached_hub_user`); forget it so
+        # that the credentials themselves are checked again.
+        self._jupyter_current_user = None
+        if hasattr(self, "_cached_hub_user"):
+            delattr(self, "_cached_hub_user")
+        user = await ensure_async(self.identity_provider.get_user(self))
+        if not isinstance(user, User):
+            return False
+        self._jupyter_current_user = user
+        if self.tool_app.principal_for(user, self.identity_provider) != session.owner:
+            return False
+        authorized = await ensure_async(
+            self.authorizer.is_authorized(self, user, "execute", self.auth_resource)
+        )
+        return authorized is True
 
     def send_frame(self, frame: str) -> t.Awaitable[None] | None:
         """Send one frame to this client; ``None`` if the connection is gone."""
@@ -306,6 +364,8 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
 
     def on_close(self) -> None:
         """Detach; the last client leaving ends the session."""
+        if self._recheck is not None:
+            self._recheck.stop()
         session, self.session = self.session, None
         if session is not None and not session.ended:
             session.detach(self)

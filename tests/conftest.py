@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import subprocess
 import time
 import typing as t
@@ -19,6 +20,7 @@ from tornado.httpclient import HTTPClientError
 from traitlets.config import Config
 
 from jupyter_tool_terminal.app import ToolTerminalApp
+from jupyter_tool_terminal.events import SESSION_SCHEMA_ID
 
 from .terminal_client import TerminalClient
 
@@ -27,6 +29,8 @@ pytest_plugins = ["pytest_jupyter.jupyter_server"]
 TEST_IMAGE = "jupyter-tool-terminal-test:latest"
 REPO = Path(__file__).resolve().parent.parent
 TOKENS = {"alice-secret-token": "alice", "bob-secret-token": "bob"}
+#: Tokens a test revoked (as a Hub revokes a token at logout); they authenticate nobody.
+REVOKED_TOKENS: set[str] = set()
 COOKIE_NAME = "jtt-test-user"
 #: Processes of the test containers' own (PID 1 is docker-init, then `sleep infinity`).
 BASE_PROCESSES = {"/sbin/docker-init -- /bin/sleep infinity", "/bin/sleep infinity"}
@@ -53,7 +57,7 @@ class TwoUserIdentityProvider(IdentityProvider):
     def get_user(self, handler: t.Any) -> User | None:
         header = handler.request.headers.get("Authorization", "")
         token = header.removeprefix("token ").strip() or handler.get_argument("token", "")
-        name = TOKENS.get(token)
+        name = None if token in REVOKED_TOKENS else TOKENS.get(token)
         if not name:
             # A stand-in for a login cookie: cookie-authenticated requests get Jupyter's origin
             # and XSRF checks, as a browser's would.
@@ -253,3 +257,22 @@ def alice(jp_fetch: t.Any, jp_ws_fetch: t.Any) -> Api:
 @pytest.fixture
 def bob(jp_fetch: t.Any, jp_ws_fetch: t.Any) -> Api:
     return Api(jp_fetch, jp_ws_fetch, BOB)
+
+
+class AuditEvents(logging.Handler):
+    """Collects the extension's audit events."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[dict[str, t.Any]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if isinstance(record.msg, dict) and record.msg.get("__schema__") == SESSION_SCHEMA_ID:
+            self.events.append(record.msg)
+
+
+@pytest.fixture
+def audit(jp_serverapp: t.Any) -> AuditEvents:
+    collect = AuditEvents()
+    jp_serverapp.event_logger.register_handler(collect)
+    return collect

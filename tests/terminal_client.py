@@ -89,10 +89,11 @@ class TerminalClient:
     async def size_becomes(self, expected: str, timeout: float = 10.0) -> str:
         """Wait (in the shell) until `stty size` prints ``expected``; return what it printed.
 
-        Resizes reach the engine asynchronously, after keystrokes sent at the same time.
+        Resizes reach the engine asynchronously, after keystrokes sent at the same time. Until
+        the first one arrives the terminal is 0x0, which `stty size` reports as an error.
         """
         loop = (
-            f'i=0; while [ "$(stty size)" != "{expected}" ] && [ $i -lt 300 ]; '
+            f'i=0; while [ "$(stty size 2>/dev/null)" != "{expected}" ] && [ $i -lt 300 ]; '
             "do i=$((i+1)); sleep 0.01; done; stty size"
         )
         return (await self.run(loop, timeout)).strip()

@@ -3,24 +3,12 @@
 from __future__ import annotations
 
 import logging
-import typing as t
 
 import pytest
 
 from jupyter_tool_terminal.app import ToolTerminalApp
-from jupyter_tool_terminal.events import SESSION_SCHEMA_ID
 
-from .conftest import Api, InstanceFactory
-
-
-class _Collect(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__()
-        self.events: list[dict[str, t.Any]] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if isinstance(record.msg, dict) and record.msg.get("__schema__") == SESSION_SCHEMA_ID:
-            self.events.append(record.msg)
+from .conftest import Api, AuditEvents, InstanceFactory
 
 
 class _Lines(logging.Handler):
@@ -32,15 +20,8 @@ class _Lines(logging.Handler):
         self.lines.append(record.getMessage())
 
 
-@pytest.fixture
-def audit(jp_serverapp: t.Any) -> _Collect:
-    collect = _Collect()
-    jp_serverapp.event_logger.register_handler(collect)
-    return collect
-
-
 async def test_sessions_and_refusals_are_audited(
-    audit: _Collect, alice: Api, bob: Api, make_instance: InstanceFactory
+    audit: AuditEvents, alice: Api, bob: Api, make_instance: InstanceFactory
 ) -> None:
     container = make_instance(tool="course")
     model, term = await alice.terminal(container.name)

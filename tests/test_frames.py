@@ -10,7 +10,8 @@ import pytest
 
 from jupyter_tool_terminal.runtime.docker import DockerRuntime
 
-from .conftest import BASE_PROCESSES, Api, InstanceFactory, wait_for_processes
+from .conftest import ALICE, BASE_PROCESSES, BOB, Api, InstanceFactory, wait_for_processes
+from .terminal_client import TerminalClient
 
 MALFORMED = [
     "{",
@@ -151,3 +152,71 @@ async def test_detach_keys_reach_the_shell_instead_of_detaching(
     _, term = await alice.terminal(container.name)
     term.send("stdin", "\x10\x11")  # ctrl-p ctrl-q: Docker's default detach sequence
     assert await term.run("echo still-attached") == "still-attached\r\n"
+
+
+async def test_compression_is_never_negotiated_even_if_jupyter_enables_it(
+    alice: Api, make_instance: InstanceFactory, jp_serverapp: t.Any, jp_ws_fetch: t.Any
+) -> None:
+    # An operator may turn on compression for Jupyter's own WebSockets; a compressed frame could
+    # inflate past the size cap, so the terminal socket refuses the extension regardless.
+    jp_serverapp.web_app.settings["websocket_compression_options"] = {}
+    container = make_instance()
+    model = await alice.open_session(container.name)
+    ws = await jp_ws_fetch(
+        "tool-terminal", "websocket", model["id"], headers=ALICE, compression_options={}
+    )
+    try:
+        assert "Sec-WebSocket-Extensions" not in ws.headers
+        term = TerminalClient(ws)
+        assert await term.next_frame() == ["setup", {}]
+        assert await term.run("echo $((6*7))") == "42\r\n"
+    finally:
+        ws.close()
+
+
+async def test_a_stdin_flood_keeps_order_and_other_users_responsive(
+    alice: Api, bob: Api, make_instance: InstanceFactory, jp_fetch: t.Any
+) -> None:
+    """10,000 one-byte stdin frames and 1,000 resizes in about a second from one client."""
+    container = make_instance()
+    _, term = await alice.terminal(container.name)
+    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_"
+    typed = "".join(alphabet[(i * 7 + i // 61) % len(alphabet)] for i in range(10_000))
+    term.send("set_size", 24, 80)
+    assert await term.size_becomes("24 80") == "24 80"
+    term.send(
+        "stdin",
+        'stty raw -echo min 1 time 0; echo RAW""-MODE; '
+        'head -c 10000 > /tmp/typed; stty sane; echo TYPED""-DONE\r',
+    )
+    # A line typed in canonical mode holds at most 4095 characters: type once raw mode is on.
+    await term.expect("RAW-MODE")
+    latencies: list[float] = []
+    done = asyncio.Event()
+
+    async def bob_polls_status() -> None:
+        loop = asyncio.get_running_loop()
+        while not done.is_set():
+            begun = loop.time()
+            await jp_fetch("api", "status", headers=BOB)
+            latencies.append(loop.time() - begun)
+
+    poller = asyncio.create_task(bob_polls_status())
+    try:
+        for start in range(0, len(typed), 100):
+            for key in typed[start : start + 100]:
+                term.send("stdin", key)
+            if start % 1000 == 0:
+                for rows in range(20, 120):
+                    term.send("set_size", rows, 80)
+            await asyncio.sleep(0.01)  # pacing: 100 frames per 10 ms
+        await term.expect("TYPED-DONE\r?\n", timeout=30)
+    finally:
+        done.set()
+        await poller
+    received = await asyncio.to_thread(container.exec_run, ["cat", "/tmp/typed"])
+    assert received.output.decode() == typed
+    assert len(latencies) >= 5
+    assert max(latencies) < 0.2, sorted(latencies)[-5:]
+    # The resizes were coalesced and the last one won.
+    assert await term.size_becomes("119 80") == "119 80"

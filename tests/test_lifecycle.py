@@ -25,11 +25,15 @@ async def _busy_terminal(alice: Api, container: t.Any) -> tuple[dict[str, t.Any]
     model, term = await alice.terminal(container.name)
     term.send("stdin", "sleep 1001 & setsid sleep 1002 & env -i sleep 1003 &\r")
     await term.run("true")
-    processes = await asyncio.to_thread(container_processes, container)
-    assert any("sleep 1001" in p for p in processes), processes
-    assert any("sleep 1002" in p for p in processes), processes
-    assert any("sleep 1003" in p for p in processes), processes
-    assert "/bin/sh" in processes
+    wanted = ("sleep 1001", "sleep 1002", "sleep 1003")
+
+    async def all_started() -> bool:
+        # Background jobs exec their programs a moment after the shell moved on.
+        processes = await asyncio.to_thread(container_processes, container)
+        return all(any(name in p for p in processes) for name in wanted)
+
+    await wait_until(all_started)
+    assert "/bin/sh" in await asyncio.to_thread(container_processes, container)
     return model, term
 
 
