@@ -41,6 +41,48 @@ export function webSocketUrl(
 }
 
 /**
+ * The marker xterm.js puts before pasted text when the program enabled
+ * bracketed paste mode (`ESC [ ? 2004 h`).
+ */
+const PASTE_START = '\x1b[200~';
+
+/**
+ * The marker xterm.js puts after pasted text in bracketed paste mode.
+ */
+const PASTE_END = '\x1b[201~';
+
+/**
+ * Neutralise the escape characters inside a bracketed paste.
+ *
+ * In bracketed paste mode the program treats everything between
+ * `ESC [200~` and `ESC [201~` as pasted text, not as keystrokes: a shell
+ * does not run the lines of a paste until the user presses Enter. xterm.js
+ * 5.5 wraps the clipboard text in the markers as it is, so a clipboard
+ * holding `foo ESC [201~ LF rm -rf ~ LF` ends the paste early and the rest
+ * reaches the program as typed lines (sequence smuggling). Every ESC between
+ * the markers is replaced with U+241B (SYMBOL FOR ESCAPE), which shows the
+ * user where the escape was but cannot start a control sequence.
+ *
+ * A chunk is a bracketed paste when it starts with the start marker and ends
+ * with the end marker: xterm.js emits a paste as one such chunk, and no key
+ * produces one. Any other chunk is returned unchanged.
+ *
+ * @param data - A chunk of terminal input (from xterm.js `onData`).
+ * @returns The chunk, with the escapes of a bracketed paste's text replaced.
+ */
+export function neutralizeBracketedPaste(data: string): string {
+  if (
+    data.length < PASTE_START.length + PASTE_END.length ||
+    !data.startsWith(PASTE_START) ||
+    !data.endsWith(PASTE_END)
+  ) {
+    return data;
+  }
+  const text = data.slice(PASTE_START.length, data.length - PASTE_END.length);
+  return PASTE_START + text.split('\x1b').join('\u241b') + PASTE_END;
+}
+
+/**
  * A terminal connection to a tool terminal session.
  *
  * It implements JupyterLab's `Terminal.ITerminalConnection`, so that
@@ -187,7 +229,10 @@ export class ToolTerminalConnection implements Terminal.ITerminalConnection {
    *
    * Only `stdin` and `set_size` are sent; messages sent before the socket is
    * open are queued. The last size is remembered and sent again on every new
-   * socket, so a reconnected or new session gets the panel's size.
+   * socket, so a reconnected or new session gets the panel's size. A
+   * bracketed paste has the escapes of its text neutralised
+   * ({@link neutralizeBracketedPaste}): this is the one place every chunk of
+   * input passes, keystrokes, the paste command and xterm's own paste alike.
    *
    * @param message - The message.
    */
@@ -195,10 +240,14 @@ export class ToolTerminalConnection implements Terminal.ITerminalConnection {
     if (this._isDisposed) {
       return;
     }
-    const content = message.content ?? [];
+    let content = message.content ?? [];
     if (message.type === 'set_size') {
       this._size = content.slice(0, 2);
-    } else if (message.type !== 'stdin') {
+    } else if (message.type === 'stdin') {
+      if (typeof content[0] === 'string') {
+        content = [neutralizeBracketedPaste(content[0]), ...content.slice(1)];
+      }
+    } else {
       return;
     }
     const frame = JSON.stringify([message.type, ...content]);

@@ -42,7 +42,11 @@ import {
 } from './tokens';
 
 export { requestAPI, listInstances, createSession } from './api';
-export { ToolTerminalConnection, webSocketUrl } from './connection';
+export {
+  neutralizeBracketedPaste,
+  ToolTerminalConnection,
+  webSocketUrl
+} from './connection';
 export { ToolTerminalPanel } from './panel';
 export { sanitizeSvg } from './icons';
 export * from './tokens';

@@ -6,132 +6,39 @@
  * served under a JupyterHub-like prefix, against the real Docker Engine and
  * a labelled tool container (started by scripts/test-browser.sh).
  */
-import { execFileSync } from 'child_process';
 import * as path from 'path';
 
-import type { Locator, Page } from '@playwright/test';
 import { expect, test } from '@playwright/test';
 
-function env(name: string): string {
-  const value = process.env[name];
-  if (!value) {
-    throw new Error(`${name} is not set: run scripts/test-browser.sh`);
-  }
-  return value;
-}
+import {
+  activeTerminal,
+  BANNER,
+  env,
+  launcherSection,
+  launcherTile,
+  openLab,
+  screenLines,
+  shells,
+  tabMenu,
+  terminalTabs,
+  typeLine,
+  waitForLine
+} from './helpers';
 
-const BASE_URL = env('E2E_BASE_URL');
-const TOKEN = env('E2E_TOKEN');
-const CONTAINER = env('E2E_CONTAINER');
 const OTHER_CONTAINER = env('E2E_OTHER_CONTAINER');
-const DISPLAY_NAME = env('E2E_DISPLAY_NAME');
-const BANNER = env('E2E_BANNER');
 const DOCS_DIR = env('E2E_DOCS_DIR');
-
-const TILE_LABEL = `${DISPLAY_NAME} (${CONTAINER})`;
-
-/**
- * The shells (and their children started by the startup command) running in
- * the container, from `docker top`.
- */
-function shells(): string[] {
-  const out = execFileSync('docker', ['top', CONTAINER, '-o', 'pid,args'], {
-    encoding: 'utf-8'
-  });
-  return out
-    .split('\n')
-    .slice(1)
-    .map(line => line.trim())
-    .filter(line => /\b(\/bin\/)?sh\b/.test(line));
-}
-
-/**
- * The visible terminal panel (the active tool terminal).
- */
-function activeTerminal(page: Page): Locator {
-  return page.locator('.jp-ToolTerminal:visible');
-}
-
-/**
- * The rows of a terminal's screen, as text (xterm's accessibility tree,
- * present because the user's terminal settings enable the screen reader
- * mode, which the tool terminal follows like JupyterLab's own terminal).
- */
-async function screenLines(terminal: Locator): Promise<string[]> {
-  const rows = await terminal
-    .locator('.xterm-accessibility-tree > div')
-    .allTextContents();
-  return rows.map(row => row.replace(/\u00a0/g, ' ').trimEnd());
-}
-
-/**
- * Type a command line in a terminal.
- */
-async function typeLine(
-  page: Page,
-  terminal: Locator,
-  line: string
-): Promise<void> {
-  await terminal.locator('.xterm-helper-textarea').focus();
-  await page.keyboard.type(line);
-  await page.keyboard.press('Enter');
-}
-
-/**
- * Wait for a screen line matching a pattern and return its match.
- */
-async function waitForLine(
-  terminal: Locator,
-  pattern: RegExp,
-  accept: (match: RegExpMatchArray) => boolean = () => true
-): Promise<RegExpMatchArray> {
-  let found: RegExpMatchArray | null = null;
-  await expect
-    .poll(
-      async () => {
-        const lines = await screenLines(terminal);
-        for (let i = lines.length - 1; i >= 0; i--) {
-          const match = lines[i].match(pattern);
-          if (match && accept(match)) {
-            found = match;
-            return true;
-          }
-        }
-        return false;
-      },
-      { message: `a terminal line matching ${pattern}` }
-    )
-    .toBe(true);
-  return found!;
-}
-
-/**
- * Run a command of a tool terminal tab's context menu.
- */
-async function tabMenu(page: Page, label: string): Promise<void> {
-  await page
-    .locator('.lm-DockPanel-tabBar .jp-ToolTerminal-tab.lm-mod-current')
-    .click({ button: 'right' });
-  await page
-    .locator('.lm-Menu .lm-Menu-itemLabel', { hasText: label })
-    .click();
-}
 
 test('launcher tile, terminal, resize, exit, reset and close', async ({
   page
 }) => {
   // JupyterLab under the prefix, logged in with the token (cookie auth for
   // REST and WebSocket afterwards).
-  await page.goto(`${BASE_URL}lab?token=${TOKEN}`);
+  await openLab(page);
 
   // Launcher: one tile for the user's instance, in "Tool Terminals"; none
   // for the instance of another owner.
-  const section = page.locator('.jp-Launcher-section', {
-    has: page.locator('.jp-Launcher-sectionTitle', {
-      hasText: 'Tool Terminals'
-    })
-  });
-  const tile = section.locator('.jp-LauncherCard', { hasText: TILE_LABEL });
+  const section = launcherSection(page);
+  const tile = launcherTile(page);
   await expect(tile).toBeVisible({ timeout: 60_000 });
   await expect(section.locator('.jp-LauncherCard')).toHaveCount(1);
   await expect(page.getByText(OTHER_CONTAINER)).toHaveCount(0);
@@ -143,9 +50,7 @@ test('launcher tile, terminal, resize, exit, reset and close', async ({
   // Open a terminal from the tile: the tab names the instance, the startup
   // command's banner comes first.
   await tile.click();
-  const tab = page.locator('.lm-DockPanel-tabBar .jp-ToolTerminal-tab', {
-    hasText: CONTAINER
-  });
+  const tab = terminalTabs(page);
   await expect(tab).toHaveCount(1);
   const terminal = activeTerminal(page);
   await expect(terminal.locator('.xterm-accessibility-tree')).toContainText(

@@ -3,7 +3,11 @@
 
 import type { Terminal } from '@jupyterlab/services';
 
-import { ToolTerminalConnection, webSocketUrl } from '../connection';
+import {
+  neutralizeBracketedPaste,
+  ToolTerminalConnection,
+  webSocketUrl
+} from '../connection';
 import { FakeWebSocket, makeSettings, pathOf, sessionModel } from './helpers';
 
 /**
@@ -156,6 +160,35 @@ describe('ToolTerminalConnection', () => {
     expect(ws.sent).toEqual([
       ['stdin', 'echo $((6*7))\r'],
       ['set_size', 24, 80, 400, 640]
+    ]);
+    connection.dispose();
+  });
+
+  it('neutralises the escapes inside a bracketed paste it sends', () => {
+    const { settings } = makeSettings();
+    const connection = new ToolTerminalConnection({
+      session: sessionModel('s1'),
+      serverSettings: settings
+    });
+    const ws = FakeWebSocket.last;
+    // Queued before the socket opens, then sent: the same rule applies.
+    connection.send({
+      type: 'stdin',
+      content: ['\x1b[200~foo\x1b[201~\rrm -rf ~\r\x1b[201~']
+    });
+    ws.open();
+    connection.send({
+      type: 'stdin',
+      content: ['\x1b[200~a\x1b]52;c;?\x07\x1b[201~']
+    });
+    // Keystrokes keep their escapes (arrow keys, Alt+key, Escape).
+    connection.send({ type: 'stdin', content: ['\x1b[A'] });
+    connection.send({ type: 'stdin', content: ['\x1b'] });
+    expect(ws.sent).toEqual([
+      ['stdin', '\x1b[200~foo\u241b[201~\rrm -rf ~\r\x1b[201~'],
+      ['stdin', '\x1b[200~a\u241b]52;c;?\x07\x1b[201~'],
+      ['stdin', '\x1b[A'],
+      ['stdin', '\x1b']
     ]);
     connection.dispose();
   });
@@ -415,5 +448,46 @@ describe('ToolTerminalConnection', () => {
     expect(ws.sent).toEqual([]);
     connection.dispose();
     expect(connection.isDisposed).toBe(true);
+  });
+});
+
+describe('neutralizeBracketedPaste', () => {
+  const start = '\x1b[200~';
+  const end = '\x1b[201~';
+
+  it('replaces every ESC between the markers with U+241B', () => {
+    const out = neutralizeBracketedPaste(
+      `${start}foo\x1b[201~\rrm -rf ~\r\x1b\x1b${end}`
+    );
+    expect(out).toBe(`${start}foo\u241b[201~\rrm -rf ~\r\u241b\u241b${end}`);
+    // Exactly one pair of markers is left, at the ends.
+    expect(out.split('\x1b')).toHaveLength(3);
+    expect(out.startsWith(start)).toBe(true);
+    expect(out.endsWith(end)).toBe(true);
+  });
+
+  it('keeps a paste without escapes, and an empty paste, as they are', () => {
+    expect(neutralizeBracketedPaste(`${start}ls -l\r${end}`)).toBe(
+      `${start}ls -l\r${end}`
+    );
+    expect(neutralizeBracketedPaste(`${start}${end}`)).toBe(`${start}${end}`);
+  });
+
+  it('leaves input that is not one bracketed paste unchanged', () => {
+    for (const data of [
+      '',
+      'echo hi\r',
+      '\x1b',
+      '\x1b[A',
+      '\x1bOP',
+      // Markers that do not enclose the whole chunk.
+      `${start}foo`,
+      `foo${end}`,
+      `x${start}a\x1bb${end}`,
+      `${start}a\x1bb${end}x`,
+      `${start}\x1b[201`
+    ]) {
+      expect(neutralizeBracketedPaste(data)).toBe(data);
+    }
   });
 });
