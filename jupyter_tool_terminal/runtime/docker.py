@@ -47,6 +47,10 @@ exec "$@"
 # environment, and every process in their terminal sessions (which catches children that
 # cleared their environment). Processes are stopped before they are killed, in rounds, so a
 # loop that forks cannot outrun it. The container's own init session is never touched.
+# Each round is two `grep`s over /proc, not a shell loop over every process: a container with
+# hundreds of sessions has thousands of processes, and sessions closing together wait for it.
+# In /proc/PID/stat the session id is the 6th field, after "(comm)", which may itself contain
+# ") ": the greedy `.*\)` ends at the last parenthesis, where the numeric fields begin.
 KILL_SCRIPT = r"""
 me=$$
 set -- $(for tag in "$@"; do printf -- "-e %s=%s " "$VAR" "$tag"; done)
@@ -61,21 +65,21 @@ sid_of 1; init_sid=$_sid
 round=0
 while [ "$round" -lt 6 ]; do
   round=$((round + 1))
-  sids=" "
+  sids=
   for file in $(grep -l "$@" /proc/[0-9]*/environ 2>/dev/null); do
     pid=${file#/proc/}; pid=${pid%/environ}
     [ "$pid" = "$me" ] && continue
     sid_of "$pid" || continue
-    case "$_sid" in 0|"$init_sid") ;; *) sids="$sids$_sid " ;; esac
+    case "$_sid" in 0|"$init_sid") ;; *) sids="$sids|$_sid" ;; esac
     victims="$victims $pid"
   done
-  for dir in /proc/[0-9]*; do
-    pid=${dir#/proc/}
-    [ "$pid" = "$me" ] && continue
-    [ "$pid" = 1 ] && continue
-    sid_of "$pid" || continue
-    case "$sids" in *" $_sid "*) victims="$victims $pid" ;; esac
-  done
+  if [ -n "$sids" ]; then
+    for file in $(grep -l -E "^[0-9]+ \(.*\) . -?[0-9]+ -?[0-9]+ (${sids#|}) " \
+        /proc/[0-9]*/stat 2>/dev/null); do
+      pid=${file#/proc/}; pid=${pid%/stat}
+      case "$pid" in "$me"|1) ;; *) victims="$victims $pid" ;; esac
+    done
+  fi
   [ -z "$victims" ] && exit 0
   kill -STOP $victims 2>/dev/null
   kill -KILL $victims 2>/dev/null
