@@ -23,6 +23,7 @@ import codecs
 import contextlib
 import dataclasses
 import datetime
+import gc
 import json
 import math
 import os
@@ -590,11 +591,15 @@ async def measure_scale(
         servers = await asyncio.to_thread(server_processes, server_pid)
         engine = await asyncio.to_thread(engine_processes)
         cpu_before = [cpu_seconds(servers), cpu_seconds(engine), time.process_time()]
+        await loop_lag(client, target)
         begun = loop.time()
         deadline = begun + plan.scale_seconds
+        client_lag = asyncio.create_task(client_loop_lag(deadline))
         await asyncio.gather(*(typist(term, deadline) for term in opened))
         typing = loop.time() - begun
         cpu_after = [cpu_seconds(servers), cpu_seconds(engine), time.process_time()]
+        server_lag = await loop_lag(client, target)
+        own_lag = await client_lag
         after = await asyncio.to_thread(tree_memory, server_pid) if server_pid else None
     finally:
 
@@ -625,6 +630,9 @@ async def measure_scale(
         "cpu_cores_client": cores[2],
         "teardown_s": round(teardown, 1),
         "sessions_left_after_teardown": left,
+        # Where the worst echoes waited: the server's event loop, or this client's own.
+        "server_loop_lag": server_lag,
+        "client_loop_lag": own_lag,
     }
     if before is not None and after is not None:
         found.update(
@@ -651,6 +659,25 @@ async def wait_no_sessions(client: Client, target: Target, timeout: float) -> in
                 return 0
         await asyncio.sleep(1)
     return left
+
+
+async def client_loop_lag(deadline: float, tick: float = 0.01) -> dict[str, t.Any]:
+    """How late this client's own event loop ran a timer until ``deadline``: a client that
+    stalls (a garbage collection among hundreds of connections) delays the echoes it times."""
+    loop = asyncio.get_running_loop()
+    lags: list[float] = []
+    collected = gc.get_stats()
+    while loop.time() < deadline:
+        start = time.perf_counter()
+        await asyncio.sleep(tick)
+        lags.append(time.perf_counter() - start - tick)
+    full = gc.get_stats()[2]["collections"] - collected[2]["collections"]
+    return {
+        "p99_ms": ms(percentile(lags, 0.99)),
+        "max_ms": ms(max(lags, default=0.0)),
+        "over_20ms": sum(1 for lag in lags if lag > 0.02),
+        "gc_full": full,
+    }
 
 
 async def loop_lag(client: Client, target: Target) -> dict[str, t.Any] | None:
