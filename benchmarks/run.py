@@ -590,6 +590,11 @@ async def measure_scale(
     try:
         servers = await asyncio.to_thread(server_processes, server_pid)
         engine = await asyncio.to_thread(engine_processes)
+        # The client holds hundreds of connections: a full garbage collection of its heap would
+        # stall every echo it is timing, whichever target it measures. Everything allocated so
+        # far is left out of collections while they type.
+        gc.collect()
+        gc.freeze()
         cpu_before = [cpu_seconds(servers), cpu_seconds(engine), time.process_time()]
         await loop_lag(client, target)
         begun = loop.time()
@@ -602,6 +607,7 @@ async def measure_scale(
         own_lag = await client_lag
         after = await asyncio.to_thread(tree_memory, server_pid) if server_pid else None
     finally:
+        gc.unfreeze()
 
         async def close_one(term: Term) -> None:
             async with gate:
@@ -1031,6 +1037,8 @@ def rows(plan: Plan) -> list[Row]:
             (f"N={n} PSS/session", "MiB", get(f"scale.{n}.pss_mib_per_session"), True),
             (f"N={n} server CPU", "cores", get(f"scale.{n}.cpu_cores_server"), True),
             (f"N={n} engine CPU", "cores", get(f"scale.{n}.cpu_cores_engine"), True),
+            (f"N={n} server loop lag max", "ms", get(f"scale.{n}.server_loop_lag.max_ms"), True),
+            (f"N={n} teardown", "s", get(f"scale.{n}.teardown_s"), True),
         ]
     table += [
         ("churn: quiet echo p99", "ms", get("churn.quiet_p99_ms"), True),
