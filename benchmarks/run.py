@@ -861,6 +861,21 @@ class Lab:
         )
         return full
 
+    def wait_engine_idle(self, container: str, timeout: float = 600.0) -> float:
+        """Seconds until ``container`` holds only its own two processes again and the engine
+        answers at once. Hundreds of execs ending together keep dockerd busy for minutes (it
+        answered nothing for four minutes after 500 raw exec sockets closed at once); the next
+        measurement must not pay for the previous one."""
+        start = time.monotonic()
+        while time.monotonic() - start < timeout:
+            asked = time.monotonic()
+            with contextlib.suppress(docker.errors.DockerException, OSError):
+                processes = self.docker.api.top(container).get("Processes") or []
+                if len(processes) <= 2 and time.monotonic() - asked < 0.5:
+                    break
+            time.sleep(0.5)
+        return round(time.monotonic() - start, 1)
+
     def start_server(self, name: str, kind: str, config: str, container: str = "") -> Server:
         home = self.tmp / name
         (home / "config").mkdir(parents=True)
@@ -1361,6 +1376,9 @@ async def run(plan: Plan, lab: Lab, only: set[str], phases: set[str]) -> dict[st
                     )
                     if scale[str(n)]["failures"]:
                         errors.append(f"{key} scale N={n}: {scale[str(n)]['failure_examples']}")
+                    settled = await asyncio.to_thread(lab.wait_engine_idle, container)
+                    scale[str(n)]["engine_settle_s"] = settled
+                    print(f"  (engine idle again after {settled} s)", flush=True)
                 except Exception as error:  # noqa: BLE001 - counted as a failure
                     errors.append(f"{key} scale N={n}: {type(error).__name__}: {error}")
                     print(f"  {key:4} scale N={n} FAILED: {error}", flush=True)

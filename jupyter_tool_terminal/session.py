@@ -213,6 +213,7 @@ class Session:
         loop = asyncio.get_running_loop()
         last_frame = 0.0
         last_frame_large = False
+        in_flight: list[t.Awaitable[None]] = []
         try:
             while True:
                 data = await channel.reader.read(READ_CHUNK)
@@ -221,21 +222,27 @@ class Session:
                     last_frame_large and since_last < FRAME_INTERVAL
                 )
                 if data and flooding:
-                    await asyncio.sleep(max(FRAME_INTERVAL - since_last, 0.0005))
-                    # Only what already arrived (StreamReader has no public "bytes buffered").
-                    if getattr(channel.reader, "_buffer", None):
-                        data += await channel.reader.read(READ_CHUNK)
+                    # What the engine sends meanwhile waits in the kernel, to be read at once
+                    # and sent as the next frame.
+                    channel.hold_output(True)
+                    try:
+                        await asyncio.sleep(max(FRAME_INTERVAL - since_last, 0.0005))
+                    finally:
+                        channel.hold_output(False)
+                # Backpressure: a frame goes out only once every client took the previous one,
+                # so a slow client holds at most one frame and one read in the server, and the
+                # engine's socket is not read further. Waiting after the read (not before it)
+                # lets the engine's next output arrive while the previous frame is being sent.
+                if in_flight:
+                    await asyncio.gather(*in_flight, return_exceptions=True)
                 last_frame = loop.time()
                 last_frame_large = len(data) >= COALESCE_BYTES
                 text = decoder.decode(data, final=not data)
+                in_flight = []
                 if text:
                     self._touch()
                     self._remember(text)
-                    pending = self._broadcast(["stdout", text])
-                    # Backpressure: the engine's socket is not read again until every client
-                    # took this output, so a slow client cannot make the server buffer output.
-                    if pending:
-                        await asyncio.gather(*pending, return_exceptions=True)
+                    in_flight = self._broadcast(["stdout", text])
                 if not data:
                     break
         except (ConnectionError, OSError) as error:

@@ -71,6 +71,15 @@ class ShellChannel(abc.ABC):
     def close(self) -> None:
         """Close the stream. This does not end the shell: see :meth:`ToolRuntime.kill_tagged`."""
 
+    def hold_output(self, held: bool) -> None:
+        """Stop (``True``) or resume (``False``) taking output off the engine's connection.
+
+        Output that arrives while held waits in the kernel and is then read in one piece,
+        instead of one wake-up of the server per piece the engine sends. Optional: channels
+        that cannot hold ignore it.
+        """
+        del held  # nothing to hold by default
+
 
 class ToolRuntime(abc.ABC):
     """Finds tool instances and starts, resizes and kills shells in them."""

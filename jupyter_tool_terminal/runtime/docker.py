@@ -111,6 +111,16 @@ class _SocketShellChannel(ShellChannel):
         self._writer.write(data)
         await self._writer.drain()
 
+    def hold_output(self, held: bool) -> None:
+        # A socket's transport reads and writes; StreamWriter only types it as writing.
+        transport = t.cast(asyncio.Transport, self._writer.transport)
+        if transport.is_closing():
+            return
+        if held:
+            transport.pause_reading()
+        else:
+            transport.resume_reading()
+
     async def resize(self, rows: int, cols: int) -> None:
         await self._runtime.call("exec_resize", self.exec_id, height=rows, width=cols)
 
@@ -180,6 +190,10 @@ class _ThreadShellChannel(_SocketShellChannel):
 
     async def write(self, data: bytes) -> None:
         await self._runtime.run(self._sock.sendall, data)
+
+    def hold_output(self, held: bool) -> None:
+        """The reader thread keeps reading: nothing to hold."""
+        del held
 
     def close(self) -> None:
         if not self._closed:
