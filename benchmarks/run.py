@@ -861,20 +861,24 @@ class Lab:
         )
         return full
 
-    def wait_engine_idle(self, container: str, timeout: float = 600.0) -> float:
-        """Seconds until ``container`` holds only its own two processes again and the engine
-        answers at once. Hundreds of execs ending together keep dockerd busy for minutes (it
-        answered nothing for four minutes after 500 raw exec sockets closed at once); the next
-        measurement must not pay for the previous one."""
+    def wait_engine_idle(self, container: str, timeout: float = 300.0) -> tuple[float, int]:
+        """Wait until ``container``'s process count holds still and the engine answers at once;
+        returns the seconds that took and the count. Hundreds of execs ending together keep
+        dockerd busy for minutes (it answered nothing for four minutes after 500 raw exec
+        sockets closed at once): the next measurement must not pay for the previous one. The
+        count need not return to the container's own two processes: B's closes leave their
+        shells running in the container (terminado kills only the docker CLI)."""
         start = time.monotonic()
+        last = -1
         while time.monotonic() - start < timeout:
             asked = time.monotonic()
             with contextlib.suppress(docker.errors.DockerException, OSError):
-                processes = self.docker.api.top(container).get("Processes") or []
-                if len(processes) <= 2 and time.monotonic() - asked < 0.5:
+                count = len(self.docker.api.top(container).get("Processes") or [])
+                if time.monotonic() - asked < 0.5 and count == last:
                     break
-            time.sleep(0.5)
-        return round(time.monotonic() - start, 1)
+                last = count
+            time.sleep(1.0)
+        return round(time.monotonic() - start, 1), last
 
     def start_server(self, name: str, kind: str, config: str, container: str = "") -> Server:
         home = self.tmp / name
@@ -1376,9 +1380,14 @@ async def run(plan: Plan, lab: Lab, only: set[str], phases: set[str]) -> dict[st
                     )
                     if scale[str(n)]["failures"]:
                         errors.append(f"{key} scale N={n}: {scale[str(n)]['failure_examples']}")
-                    settled = await asyncio.to_thread(lab.wait_engine_idle, container)
+                    settled, processes = await asyncio.to_thread(lab.wait_engine_idle, container)
                     scale[str(n)]["engine_settle_s"] = settled
-                    print(f"  (engine idle again after {settled} s)", flush=True)
+                    scale[str(n)]["container_processes_after"] = processes
+                    print(
+                        f"  (engine idle again after {settled} s; {processes} processes left in"
+                        " the container)",
+                        flush=True,
+                    )
                 except Exception as error:  # noqa: BLE001 - counted as a failure
                     errors.append(f"{key} scale N={n}: {type(error).__name__}: {error}")
                     print(f"  {key:4} scale N={n} FAILED: {error}", flush=True)
