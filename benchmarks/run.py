@@ -1167,6 +1167,13 @@ def check_targets(results: dict[str, t.Any], plan: Plan) -> list[dict[str, t.Any
     return [{"target": name, "met": bool(ok), "detail": detail} for name, ok, detail in checks]
 
 
+def log_scale(ax: t.Any) -> None:
+    """A logarithmic y axis, where there is something positive to plot (a partial run may have
+    nothing there)."""
+    if ax.has_data() and ax.dataLim.ymax > 0:
+        ax.set_yscale("log")
+
+
 def plot(results: dict[str, t.Any], plan: Plan, path: Path) -> None:
     figures = results["targets"]
     keys = [key for key in ("tool", "A", "B", "C") if key in figures]
@@ -1222,7 +1229,7 @@ def plot(results: dict[str, t.Any], plan: Plan, path: Path) -> None:
     ax.set_title("echo p99 with N sessions typing")
     ax.set_xlabel("concurrent sessions")
     ax.set_ylabel("ms")
-    ax.set_yscale("log")
+    log_scale(ax)
     ax.legend(fontsize=7)
     ax = axes[1][1]
     for key in keys:
@@ -1246,7 +1253,7 @@ def plot(results: dict[str, t.Any], plan: Plan, path: Path) -> None:
         "ms",
         [("quiet", "churn.quiet_p99_ms"), ("with churn", "churn.churn_p99_ms")],
     )
-    axes[1][2].set_yscale("log")
+    log_scale(axes[1][2])
     fig.suptitle(
         f"jupyter-tool-terminal benchmark "
         f"({results['machine']['cores']} cores, {results['machine']['cpu']})",
@@ -1411,7 +1418,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="every path once, tiny sizes (CI)")
     parser.add_argument("--out", type=Path, help="JSON results file (default benchmarks/results/)")
     parser.add_argument(
-        "--plot", type=Path, help="PNG plot (default docs/benchmark.png; quick: results/)"
+        "--plot",
+        type=Path,
+        help="PNG plot (default: docs/benchmark.png for a whole full run, else results/)",
     )
     parser.add_argument("--only", default="tool,A,B,C", help="comma-separated subset of tool,A,B,C")
     parser.add_argument(
@@ -1462,9 +1471,11 @@ def main(argv: list[str] | None = None) -> int:
     print()
     for check in results["checks"]:
         print(f"  [{'met' if check['met'] else 'MISSED'}] {check['target']}: {check['detail']}")
+    # Only a whole full run replaces the README's plot; a quick or partial one goes to results/.
+    partial = only != {"tool", "A", "B", "C"} or phases != {*default.split(",")}
     plot_path = args.plot or (
         HERE / "results" / f"{results['mode']}-{stamp}.png"
-        if plan.quick
+        if plan.quick or partial
         else REPO / "docs" / "benchmark.png"
     )
     try:
