@@ -208,7 +208,6 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
     _recheck: PeriodicCallback | None = None
     #: Who connected (the audit names them even once their credentials are gone).
     _username = ""
-    _checking_access = False
 
     def set_default_headers(self) -> None:
         """Leave headers to tornado: a WebSocket upgrade is not an HTML page."""
@@ -237,13 +236,8 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
     async def get(self, *args: t.Any, **kwargs: t.Any) -> None:
         """Check everything before the upgrade; refusals are HTTP 403 and spawn nothing."""
         user = self.current_user
-        owner = self.tool_user()
+        owner = await self._executing_owner(user) if user else None
         if not user or owner is None:
-            raise web.HTTPError(403)
-        authorized = await ensure_async(
-            self.authorizer.is_authorized(self, user, "execute", self.auth_resource)
-        )
-        if authorized is not True:
             raise web.HTTPError(403)
         self._username = user.username
         session_id = args[0] if args else ""
@@ -274,17 +268,15 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
         A WebSocket is authenticated once, at the upgrade; a logout or a revoked token must
         not leave an open shell behind, so the request's credentials are checked again.
         """
+        # PeriodicCallback awaits one check before it schedules the next: they never overlap.
         session = self.session
-        if session is None or self._checking_access:
+        if session is None:
             return
-        self._checking_access = True
         try:
             allowed = await self._still_allowed(session)
         except Exception as error:  # noqa: BLE001 - an identity provider that fails refuses
             self.log.warning("Tool terminal access check failed: %s", type(error).__name__)
             allowed = False
-        finally:
-            self._checking_access = False
         if not allowed and self.session is session:
             self.log.info("Tool terminal %s: access revoked, disconnecting", session.id[:8])
             self.tool_sessions.audit.emit(
@@ -298,6 +290,15 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
             )
             self.close(1008, "Access revoked")
 
+    async def _executing_owner(self, user: User) -> str | None:
+        """The owner label ``user`` acts as, if the authorizer lets them open terminals."""
+        authorized = await ensure_async(
+            self.authorizer.is_authorized(self, user, "execute", self.auth_resource)
+        )
+        if authorized is not True:
+            return None
+        return self.tool_app.principal_for(user, self.identity_provider)
+
     async def _still_allowed(self, session: Session) -> bool:
         # Identity providers remember the user per request (jupyter_server in
         # `_jupyter_current_user`, JupyterHub's HubAuth in `_cached_hub_user`); forget it so
@@ -309,12 +310,7 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
         if not isinstance(user, User):
             return False
         self._jupyter_current_user = user
-        if self.tool_app.principal_for(user, self.identity_provider) != session.owner:
-            return False
-        authorized = await ensure_async(
-            self.authorizer.is_authorized(self, user, "execute", self.auth_resource)
-        )
-        return authorized is True
+        return await self._executing_owner(user) == session.owner
 
     def send_frame(self, frame: str) -> t.Awaitable[None] | None:
         """Send one frame to this client; ``None`` if the connection is gone."""
