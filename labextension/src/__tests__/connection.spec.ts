@@ -35,6 +35,22 @@ function record(connection: ToolTerminalConnection) {
   };
 }
 
+/**
+ * A connection to session `s1` with test server settings (from `makeSettings`,
+ * returned alongside it); `options` are added to the connection's options.
+ */
+function openConnection(
+  options: Partial<ToolTerminalConnection.IOptions> = {}
+) {
+  const made = makeSettings();
+  const connection = new ToolTerminalConnection({
+    session: sessionModel('s1'),
+    serverSettings: made.settings,
+    ...options
+  });
+  return { ...made, connection };
+}
+
 describe('webSocketUrl', () => {
   it('joins wsUrl (with a JupyterHub prefix) and the session id', () => {
     const { settings } = makeSettings();
@@ -91,11 +107,7 @@ describe('ToolTerminalConnection', () => {
   });
 
   it('implements the terminal connection surface', () => {
-    const { settings } = makeSettings();
-    const connection = new ToolTerminalConnection({
-      session: sessionModel('s1'),
-      serverSettings: settings
-    });
+    const { settings, connection } = openConnection();
     expect(connection.name).toBe('s1');
     expect(connection.model).toEqual({ name: 's1' });
     expect(connection.instance).toBe('pg-1');
@@ -108,11 +120,7 @@ describe('ToolTerminalConnection', () => {
   });
 
   it('is connected when the socket opens', () => {
-    const { settings } = makeSettings();
-    const connection = new ToolTerminalConnection({
-      session: sessionModel('s1'),
-      serverSettings: settings
-    });
+    const { connection } = openConnection();
     const log = record(connection);
     FakeWebSocket.last.open();
     expect(connection.connectionStatus).toBe('connected');
@@ -121,11 +129,7 @@ describe('ToolTerminalConnection', () => {
   });
 
   it('forwards stdout and ignores setup, unknown and malformed frames', () => {
-    const { settings } = makeSettings();
-    const connection = new ToolTerminalConnection({
-      session: sessionModel('s1'),
-      serverSettings: settings
-    });
+    const { connection } = openConnection();
     const log = record(connection);
     const ws = FakeWebSocket.last;
     ws.open();
@@ -146,11 +150,7 @@ describe('ToolTerminalConnection', () => {
   });
 
   it('sends stdin and set_size as terminado frames', () => {
-    const { settings } = makeSettings();
-    const connection = new ToolTerminalConnection({
-      session: sessionModel('s1'),
-      serverSettings: settings
-    });
+    const { connection } = openConnection();
     const ws = FakeWebSocket.last;
     ws.open();
     connection.send({ type: 'stdin', content: ['echo $((6*7))\r'] });
@@ -165,11 +165,7 @@ describe('ToolTerminalConnection', () => {
   });
 
   it('neutralises the escapes inside a bracketed paste it sends', () => {
-    const { settings } = makeSettings();
-    const connection = new ToolTerminalConnection({
-      session: sessionModel('s1'),
-      serverSettings: settings
-    });
+    const { connection } = openConnection();
     const ws = FakeWebSocket.last;
     // Queued before the socket opens, then sent: the same rule applies.
     connection.send({
@@ -194,11 +190,7 @@ describe('ToolTerminalConnection', () => {
   });
 
   it('queues keystrokes until the socket opens', () => {
-    const { settings } = makeSettings();
-    const connection = new ToolTerminalConnection({
-      session: sessionModel('s1'),
-      serverSettings: settings
-    });
+    const { connection } = openConnection();
     const ws = FakeWebSocket.last;
     connection.send({ type: 'stdin', content: ['a'] });
     connection.send({ type: 'set_size', content: [30, 100] });
@@ -214,12 +206,7 @@ describe('ToolTerminalConnection', () => {
   });
 
   it('reports the exit code, then the disconnect, without reconnecting', () => {
-    const { settings } = makeSettings();
-    const connection = new ToolTerminalConnection({
-      session: sessionModel('s1'),
-      serverSettings: settings,
-      reconnectDelay: 0
-    });
+    const { connection } = openConnection({ reconnectDelay: 0 });
     const log = record(connection);
     const ws = FakeWebSocket.last;
     ws.open();
@@ -240,11 +227,7 @@ describe('ToolTerminalConnection', () => {
   });
 
   it('emits server error messages', () => {
-    const { settings } = makeSettings();
-    const connection = new ToolTerminalConnection({
-      session: sessionModel('s1'),
-      serverSettings: settings
-    });
+    const { connection } = openConnection();
     const log = record(connection);
     FakeWebSocket.last.open();
     FakeWebSocket.last.receive(['error', 'The tool instance stopped']);
@@ -255,12 +238,7 @@ describe('ToolTerminalConnection', () => {
   it('reconnects a dropped socket and sends the last size again', async () => {
     jest.useFakeTimers();
     try {
-      const { settings } = makeSettings();
-      const connection = new ToolTerminalConnection({
-        session: sessionModel('s1'),
-        serverSettings: settings,
-        reconnectDelay: 100
-      });
+      const { connection } = openConnection({ reconnectDelay: 100 });
       const log = record(connection);
       FakeWebSocket.last.open();
       connection.send({ type: 'set_size', content: [40, 120] });
@@ -282,12 +260,7 @@ describe('ToolTerminalConnection', () => {
   it('gives up when the session is gone (upgrade refused)', () => {
     jest.useFakeTimers();
     try {
-      const { settings } = makeSettings();
-      const connection = new ToolTerminalConnection({
-        session: sessionModel('s1'),
-        serverSettings: settings,
-        reconnectDelay: 10
-      });
+      const { connection } = openConnection({ reconnectDelay: 10 });
       const log = record(connection);
       FakeWebSocket.last.open();
       FakeWebSocket.last.drop();
@@ -307,10 +280,7 @@ describe('ToolTerminalConnection', () => {
   it('stops after the maximum number of reconnections', () => {
     jest.useFakeTimers();
     try {
-      const { settings } = makeSettings();
-      const connection = new ToolTerminalConnection({
-        session: sessionModel('s1'),
-        serverSettings: settings,
+      const { connection } = openConnection({
         reconnectDelay: 10,
         maxReconnects: 2
       });
@@ -422,11 +392,7 @@ describe('ToolTerminalConnection', () => {
   });
 
   it('does not delete a session that already ended', async () => {
-    const { settings, requests } = makeSettings();
-    const connection = new ToolTerminalConnection({
-      session: sessionModel('s1'),
-      serverSettings: settings
-    });
+    const { requests, connection } = openConnection();
     FakeWebSocket.last.open();
     FakeWebSocket.last.receive(['exit', 0]);
     await connection.shutdown();
@@ -435,11 +401,7 @@ describe('ToolTerminalConnection', () => {
   });
 
   it('closes its socket and ignores it after dispose', () => {
-    const { settings } = makeSettings();
-    const connection = new ToolTerminalConnection({
-      session: sessionModel('s1'),
-      serverSettings: settings
-    });
+    const { connection } = openConnection();
     const ws = FakeWebSocket.last;
     ws.open();
     connection.dispose();
