@@ -2,6 +2,11 @@
 late the server's event loop runs a timer (a blocked loop runs it late), so that a stall can be
 told apart from a slow machine. ``GET /bench/lag`` returns the lateness since the last call.
 
+It also serves ``/bench/echo``, a terminado-protocol WebSocket without a shell behind it: each
+``stdin`` frame comes straight back as ``stdout`` (a carriage return as a new line and the
+``prompt`` query argument). Typing into it measures what one WebSocket hop through this very
+server costs, the part of every echo that no terminal backend can remove.
+
 Only the benchmark's own servers load it (``PYTHONPATH`` points at this folder).
 """
 
@@ -16,7 +21,7 @@ import typing as t
 
 from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import url_path_join
-from tornado import web
+from tornado import web, websocket
 from tornado.ioloop import IOLoop
 
 #: How often the timer is asked to fire.
@@ -87,13 +92,49 @@ class LagHandler(APIHandler):
         )
 
 
+class EchoSocket(websocket.WebSocketHandler):
+    """``stdin`` in, the same text out as ``stdout``: a terminal with nothing behind it."""
+
+    def initialize(self, token: str) -> None:
+        self._token = token
+        self._prompt = ""
+
+    async def get(self, *args: t.Any, **kwargs: t.Any) -> None:
+        if self.request.headers.get("Authorization") != f"token {self._token}":
+            raise web.HTTPError(403)
+        self._prompt = self.get_argument("prompt", "", strip=False)
+        await super().get(*args, **kwargs)
+
+    def open(self, *args: str, **kwargs: str) -> None:
+        # As the terminal handlers do: a keystroke must not wait for Nagle.
+        self.set_nodelay(True)
+
+    def on_message(self, message: str | bytes) -> None:
+        frame = json.loads(message)
+        if frame[0] == "stdin":
+            text = frame[1]
+            if "\r" in text:
+                text = text.replace("\r", "\r\n") + self._prompt
+            self.write_message(json.dumps(["stdout", text]))
+
+
 def _jupyter_server_extension_points() -> list[dict[str, str]]:
     return [{"module": "lagprobe"}]
 
 
 def _load_jupyter_server_extension(serverapp: t.Any) -> None:
-    route = url_path_join(serverapp.web_app.settings["base_url"], "/bench/lag")
-    serverapp.web_app.add_handlers(".*$", [(route, LagHandler)])
+    base = serverapp.web_app.settings["base_url"]
+    serverapp.web_app.add_handlers(
+        ".*$",
+        [
+            (url_path_join(base, "/bench/lag"), LagHandler),
+            (
+                url_path_join(base, "/bench/echo"),
+                EchoSocket,
+                {"token": serverapp.identity_provider.token},
+            ),
+        ],
+    )
 
     def start() -> None:
         _task.append(asyncio.create_task(_probe()))

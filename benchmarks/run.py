@@ -40,6 +40,7 @@ import sys
 import tempfile
 import time
 import typing as t
+import urllib.parse
 from importlib.metadata import version
 from pathlib import Path
 
@@ -421,32 +422,48 @@ async def measure_echoes(
     client: Client, targets: list[Target], plan: Plan
 ) -> dict[str, dict[str, t.Any]]:
     """``plan.keystrokes`` keystrokes on one terminal of every target, a line of each in turn
-    (so that whatever else the machine does hits all alike), one key at a time."""
+    (so that whatever else the machine does hits all alike), one key at a time. On every
+    server, as many again into ``/bench/echo`` (``lagprobe.py``): the WebSocket hop alone."""
     terms: dict[str, Term] = {}
+    hops: dict[str, Term] = {}
     samples: dict[str, list[float]] = {target.key: [] for target in targets}
+    hop_samples: dict[str, list[float]] = {}
     try:
         for target in targets:
             terms[target.key], _ = await client.open(target)
             await type_keys(terms[target.key], [], count=min(20, plan.keystrokes))
+            if target.kind != "raw":
+                path = "/bench/echo?" + urllib.parse.urlencode({"prompt": PROMPT})
+                hops[target.key] = WsTerm("hop", await client.websocket(target, path))
+                hop_samples[target.key] = []
         while any(len(values) < plan.keystrokes for values in samples.values()):
             for target in targets:
                 left = plan.keystrokes - len(samples[target.key])
                 if left > 0:
                     await type_keys(terms[target.key], samples[target.key], count=min(LINE, left))
+                    if target.key in hops:
+                        await type_keys(
+                            hops[target.key], hop_samples[target.key], count=min(LINE, left)
+                        )
     finally:
         for target in targets:
             if target.key in terms:
                 with contextlib.suppress(Exception):
                     await client.close_term(target, terms[target.key])
-    return {
-        key: {
+            if target.key in hops:
+                await hops[target.key].close()
+    figures: dict[str, dict[str, t.Any]] = {}
+    for key, values in samples.items():
+        figures[key] = {
             "p50_ms": ms(percentile(values, 0.5)),
             "p99_ms": ms(percentile(values, 0.99)),
             "max_ms": ms(max(values)),
             "n": len(values),
         }
-        for key, values in samples.items()
-    }
+        if hop_samples.get(key):
+            figures[key]["hop_p50_ms"] = ms(percentile(hop_samples[key], 0.5))
+            figures[key]["hop_p99_ms"] = ms(percentile(hop_samples[key], 0.99))
+    return figures
 
 
 def flood_expected(nbytes: int) -> str:
@@ -530,6 +547,13 @@ def cpu_seconds(processes: t.Iterable[t.Any]) -> float:
             times = process.cpu_times()
             total += times.user + times.system
     return total
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds the whole machine has spent busy (every core, every process) since boot:
+    what a runc exec costs shows up in short-lived processes no process list catches."""
+    times = psutil.cpu_times()
+    return float(sum(times) - times.idle - getattr(times, "iowait", 0.0))
 
 
 def engine_processes() -> list[t.Any]:
@@ -708,9 +732,11 @@ async def measure_churn(
         await type_keys(term, [], count=20)
         await loop_lag(client, target)
         quiet: list[float] = []
+        quiet_began, quiet_busy = loop.time(), machine_busy_seconds()
         await type_keys(
             term, quiet, count=count, deadline=loop.time() + plan.churn_seconds, pause=pause
         )
+        quiet_rate = (machine_busy_seconds() - quiet_busy) / (loop.time() - quiet_began)
         quiet_lag = await loop_lag(client, target)
         spec = {
             "target": dataclasses.asdict(target),
@@ -729,6 +755,7 @@ async def measure_churn(
         line = await asyncio.wait_for(worker.stdout.readline(), 30)
         if line.strip() != b"started":
             raise BenchError(f"churn worker did not start: {line!r}")
+        churn_began, churn_busy = loop.time(), machine_busy_seconds()
         # Let the churn get going before measuring.
         await asyncio.sleep(0.5)
         await loop_lag(client, target)
@@ -738,6 +765,8 @@ async def measure_churn(
         )
         busy_lag = await loop_lag(client, target)
         report, _ = await asyncio.wait_for(worker.communicate(), plan.churn_seconds + 60)
+        # The machine's CPU over the churn, less what typing alone costs, per cycle.
+        churn_cpu = machine_busy_seconds() - churn_busy - quiet_rate * (loop.time() - churn_began)
         summary = json.loads(report.decode().strip().splitlines()[-1])
         worker = None
     finally:
@@ -761,6 +790,7 @@ async def measure_churn(
         "keystrokes": len(busy),
         "cycles": summary["cycles"],
         "cycles_per_s": round(summary["cycles"] / summary["seconds"], 1),
+        "machine_cpu_ms_per_cycle": ms(churn_cpu / summary["cycles"]),
         "churn_failures": summary["failure_count"],
         "churn_failure_examples": summary["failures"],
         "loops": loops,
@@ -1045,6 +1075,7 @@ def rows(plan: Plan) -> list[Row]:
         ("open p95", "ms", get("open.p95_ms"), True),
         ("echo p50", "ms", get("echo.p50_ms"), True),
         ("echo p99", "ms", get("echo.p99_ms"), True),
+        ("echo p50, WebSocket hop alone", "ms", get("echo.hop_p50_ms"), True),
         ("throughput", "MB/s", get("flood.mb_s"), False),
     ]
     for n in plan.scale_ns:
@@ -1064,11 +1095,13 @@ def rows(plan: Plan) -> list[Row]:
         ("churn: echo p99", "ms", get("churn.churn_p99_ms"), True),
         ("churn: p99 increase", "ms", get("churn.delta_p99_ms"), True),
         ("churn: cycles/s", "", get("churn.cycles_per_s"), False),
+        ("churn: machine CPU per cycle", "ms", get("churn.machine_cpu_ms_per_cycle"), True),
         ("churn: server loop lag max", "ms", get("churn.churn_loop_lag.max_ms"), True),
         ("churn max: quiet echo p99", "ms", get("churn_max.quiet_p99_ms"), True),
         ("churn max: echo p99", "ms", get("churn_max.churn_p99_ms"), True),
         ("churn max: p99 increase", "ms", get("churn_max.delta_p99_ms"), True),
         ("churn max: cycles/s", "", get("churn_max.cycles_per_s"), False),
+        ("churn max: machine CPU per cycle", "ms", get("churn_max.machine_cpu_ms_per_cycle"), True),
         ("churn max: server loop lag max", "ms", get("churn_max.churn_loop_lag.max_ms"), True),
     ]
     return table

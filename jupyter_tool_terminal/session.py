@@ -102,6 +102,8 @@ class Session:
         self._log = log
         self._channel: ShellChannel | None = None
         self._tag = ""
+        # Whether the current shell has written anything: then it has certainly started.
+        self._shell_spoke = False
         self._pump_task: asyncio.Task[None] | None = None
         self._lifecycle = asyncio.Lock()
         self._resize_task: asyncio.Task[None] | None = None
@@ -133,6 +135,7 @@ class Session:
 
     async def _spawn(self) -> None:
         self._tag = secrets.token_hex(16)
+        self._shell_spoke = False
         self._channel = await self._runtime.start_shell(self.instance, self.tool, self._tag)
         self._touch()
         self._pump_task = asyncio.create_task(self._pump(self._channel))
@@ -145,16 +148,20 @@ class Session:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         channel, self._channel = self._channel, None
+        # A shell that wrote output runs and carries its tag, so one kill finds it; only a
+        # silent one needs the engine's word (two more calls, which many closing sessions feel).
+        unsure = channel is not None and not self._shell_spoke
         if channel is not None:
             channel.close()
-            await channel.wait_started(timeout=5.0)
+            if unsure:
+                await channel.wait_started(timeout=5.0)
         if not self._tag:
             return
         for _ in range(KILL_ATTEMPTS):
             await self._runtime.kill_tagged(self.instance.container_id, [self._tag])
             # A shell caught between the engine's start and its exec() does not carry its tag
             # yet; the exec's own state says whether it survived, and another round gets it.
-            if channel is None or not await channel.is_running():
+            if channel is None or not unsure or not await channel.is_running():
                 return
         self._log.warning("Tool terminal %s: the shell survived every kill", self.id[:8])
 
@@ -217,6 +224,7 @@ class Session:
         try:
             while True:
                 data = await channel.reader.read(READ_CHUNK)
+                self._shell_spoke = self._shell_spoke or bool(data)
                 since_last = loop.time() - last_frame
                 flooding = len(data) >= COALESCE_BYTES or (
                     last_frame_large and since_last < FRAME_INTERVAL

@@ -9,6 +9,7 @@ import typing as t
 import pytest
 
 from jupyter_tool_terminal.app import ToolTerminalApp
+from jupyter_tool_terminal.runtime.reaper import REAPER_COMMAND
 
 from .conftest import (
     BASE_PROCESSES,
@@ -18,6 +19,9 @@ from .conftest import (
     wait_for_processes,
     wait_until,
 )
+
+#: The reaper as `docker top` shows it.
+REAPER_PROCESS = " ".join(REAPER_COMMAND)
 
 
 async def _busy_terminal(alice: Api, container: t.Any) -> tuple[dict[str, t.Any], t.Any]:
@@ -140,6 +144,14 @@ async def test_sessions_closing_together_share_kill_execs(
     since = time.time()
     await asyncio.gather(*(alice.call("DELETE", "sessions", model["id"]) for model in models))
     await _assert_only_base(container)
+    execs = await _exec_commands(container, since)
+    kills = [c for c in execs if "jupyter-tool-terminal-kill" in c or REAPER_PROCESS in c]
+    # One kill runs at a time per container; the others join the next one.
+    assert 1 <= len(kills) <= 3, [c[:80] for c in kills]
+
+
+async def _exec_commands(container: t.Any, since: float) -> list[str]:
+    """The command lines of the execs created in the container since ``since``."""
     events = await asyncio.to_thread(
         lambda: list(
             container.client.events(
@@ -150,6 +162,61 @@ async def test_sessions_closing_together_share_kill_execs(
             )
         )
     )
-    kills = [e for e in events if "jupyter-tool-terminal-kill" in e.get("Action", "")]
-    # One kill exec runs at a time per container; the others join the next one.
-    assert 1 <= len(kills) <= 3, [e["Action"][:80] for e in kills]
+    return [event["Action"].removeprefix("exec_create: ") for event in events]
+
+
+async def test_closing_beside_a_live_shell_kills_through_a_reaper(
+    alice: Api, make_instance: InstanceFactory
+) -> None:
+    """While another shell runs in the container, kills go to one long-lived reaper exec
+    instead of an exec each; the reaper ends with the container's last shell."""
+    container = make_instance()
+    _, keeper = await alice.terminal(container.name)
+    since = time.time()
+    for _ in range(3):
+        model, _ = await _busy_terminal(alice, container)
+        await alice.call("DELETE", "sessions", model["id"])
+        processes = await wait_for_processes(
+            container, BASE_PROCESSES | {"/bin/sh", REAPER_PROCESS}
+        )
+        assert sorted(set(processes) - BASE_PROCESSES) == ["/bin/sh", REAPER_PROCESS], processes
+    execs = await _exec_commands(container, since)
+    # Three shells and one reaper; no kill of its own.
+    assert sum(REAPER_PROCESS in c for c in execs) == 1, execs
+    assert not [c for c in execs if "jupyter-tool-terminal-kill" in c], execs
+    assert await keeper.run("echo still here") == "still here\r\n"
+    keeper.ws.close()
+    await _assert_only_base(container)
+
+
+async def test_kills_go_on_when_the_reaper_is_killed(
+    alice: Api, make_instance: InstanceFactory
+) -> None:
+    container = make_instance()
+    await alice.terminal(container.name)
+    model, _ = await _busy_terminal(alice, container)
+    await alice.call("DELETE", "sessions", model["id"])
+
+    async def reaper_running() -> bool:
+        return REAPER_PROCESS in await asyncio.to_thread(container_processes, container)
+
+    await wait_until(reaper_running)
+    # A root user of the container may kill it: the next kill must not depend on it.
+    # (The bracket keeps this shell's own command line from matching.)
+    find_and_kill = (
+        "n=0; for p in /proc/[0-9]*; do"
+        " if grep -q 'terminal-reap[e]r' $p/cmdline 2>/dev/null; then"
+        " kill -9 ${p#/proc/} && n=$((n + 1)); fi; done; [ $n -eq 1 ]"
+    )
+    killed = container.exec_run(["/bin/sh", "-c", find_and_kill], user="0")
+    assert killed.exit_code == 0, killed.output
+    assert not await reaper_running()
+    for _ in range(2):
+        model, _ = await _busy_terminal(alice, container)
+        await alice.call("DELETE", "sessions", model["id"])
+        processes = await wait_for_processes(
+            container, BASE_PROCESSES | {"/bin/sh", REAPER_PROCESS}
+        )
+        assert not [p for p in processes if "sleep 100" in p], processes
+    # The kill that found the reaper gone ran as its own exec; the next one has a new reaper.
+    assert await reaper_running()

@@ -22,6 +22,14 @@ import docker.errors
 
 from ..tooltypes import ToolType
 from .base import SESSION_TAG_VARIABLE, Instance, RuntimeUnavailable, ShellChannel, ToolRuntime
+from .reaper import (
+    KILL_ONCE_SCRIPT,
+    REAPER_COMMAND,
+    REAPER_SCRIPT,
+    REAPER_SCRIPT_VARIABLE,
+    Reaper,
+    ReaperGone,
+)
 
 OWNER_LABEL = "jupyter-tool-terminal.owner"
 TOOL_LABEL = "jupyter-tool-terminal.tool"
@@ -43,52 +51,10 @@ shift
 exec "$@"
 """
 
-# Kills every process of the shells tagged with "$@": the processes that carry a tag in their
-# environment, and every process in their terminal sessions (which catches children that
-# cleared their environment). Processes are stopped before they are killed, in rounds, so a
-# loop that forks cannot outrun it. The container's own init session is never touched.
-# Each round is two `grep`s over /proc, not a shell loop over every process: a container with
-# hundreds of sessions has thousands of processes, and sessions closing together wait for it.
-# In /proc/PID/stat the session id is the 6th field, after "(comm)", which may itself contain
-# ") ": the greedy `.*\)` ends at the last parenthesis, where the numeric fields begin.
-KILL_SCRIPT = r"""
-me=$$
-set -- $(for tag in "$@"; do printf -- "-e %s=%s " "$VAR" "$tag"; done)
-sid_of() {
-  _sid=
-  { read -r _stat < "/proc/$1/stat"; } 2>/dev/null || return 1
-  _stat=${_stat##*) }
-  set -- $_stat
-  _sid=$4
-}
-sid_of 1; init_sid=$_sid
-round=0
-while [ "$round" -lt 6 ]; do
-  round=$((round + 1))
-  sids=
-  for file in $(grep -l "$@" /proc/[0-9]*/environ 2>/dev/null); do
-    pid=${file#/proc/}; pid=${pid%/environ}
-    [ "$pid" = "$me" ] && continue
-    sid_of "$pid" || continue
-    case "$_sid" in 0|"$init_sid") ;; *) sids="$sids|$_sid" ;; esac
-    victims="$victims $pid"
-  done
-  if [ -n "$sids" ]; then
-    for file in $(grep -l -E "^[0-9]+ \(.*\) . -?[0-9]+ -?[0-9]+ (${sids#|}) " \
-        /proc/[0-9]*/stat 2>/dev/null); do
-      pid=${file#/proc/}; pid=${pid%/stat}
-      case "$pid" in "$me"|1) ;; *) victims="$victims $pid" ;; esac
-    done
-  fi
-  [ -z "$victims" ] && exit 0
-  kill -STOP $victims 2>/dev/null
-  kill -KILL $victims 2>/dev/null
-  victims=
-done
-exit 1
-"""
-
 _READ_LIMIT = 1 << 20
+
+#: How long a reaper may take to answer one kill before the kill falls back to its own exec.
+REAPER_TIMEOUT = 10.0
 
 
 class _SocketShellChannel(ShellChannel):
@@ -217,6 +183,10 @@ class DockerRuntime(ToolRuntime):
         # Kill requests waiting for their container's kill worker: (tags, waiters).
         self._pending_kills: dict[str, tuple[set[str], list[asyncio.Future[None]]]] = {}
         self._kill_workers: dict[str, asyncio.Task[None]] = {}
+        # The tags of the shells started in each container and not killed yet; a container
+        # with other live shells gets a reaper for its kills (see ``reaper.py``).
+        self._live_tags: dict[str, set[str]] = {}
+        self._reapers: dict[str, Reaper] = {}
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -253,6 +223,9 @@ class DockerRuntime(ToolRuntime):
             raise RuntimeUnavailable(msg) from error
 
     def close(self) -> None:
+        for reaper in self._reapers.values():
+            reaper.close()
+        self._reapers.clear()
         with self._client_lock:
             if self._client is not None:
                 self._client.close()
@@ -350,6 +323,7 @@ class DockerRuntime(ToolRuntime):
             msg = "the tool instance is gone"
             raise RuntimeUnavailable(msg) from error
         exec_id: str = created["Id"]
+        self._live_tags.setdefault(instance.container_id, set()).add(tag)
         try:
             sock = await self.call("exec_start", exec_id, tty=True, socket=True)
         except docker.errors.NotFound as error:
@@ -358,22 +332,32 @@ class DockerRuntime(ToolRuntime):
         return await self._channel(exec_id, sock)
 
     async def _channel(self, exec_id: str, sock: t.Any) -> ShellChannel:
-        loop = asyncio.get_running_loop()
+        stream = await self._loop_stream(sock)
+        if stream is not None:
+            return _SocketShellChannel(self, exec_id, *stream)
+        return _ThreadShellChannel(
+            self, exec_id, getattr(sock, "_sock", sock), asyncio.get_running_loop()
+        )
+
+    @staticmethod
+    async def _loop_stream(
+        sock: t.Any,
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+        """Turn a hijacked exec socket into event-loop streams, if it is a plain socket."""
         raw = getattr(sock, "_sock", sock)
-        if isinstance(raw, socket.socket) and not isinstance(raw, ssl.SSLSocket):
-            # Hand a duplicate of the descriptor to asyncio and drop the SDK's objects: the
-            # stream then belongs to the event loop alone and closes when the channel closes.
-            own = raw.dup()
-            own.setblocking(False)
-            if own.family in (socket.AF_INET, socket.AF_INET6):
-                own.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            with contextlib.suppress(Exception):
-                sock.close()
-            with contextlib.suppress(Exception):
-                raw.close()
-            reader, writer = await asyncio.open_connection(sock=own, limit=_READ_LIMIT)
-            return _SocketShellChannel(self, exec_id, reader, writer)
-        return _ThreadShellChannel(self, exec_id, raw, loop)
+        if not isinstance(raw, socket.socket) or isinstance(raw, ssl.SSLSocket):
+            return None
+        # Hand a duplicate of the descriptor to asyncio and drop the SDK's objects: the
+        # stream then belongs to the event loop alone and closes when its writer closes.
+        own = raw.dup()
+        own.setblocking(False)
+        if own.family in (socket.AF_INET, socket.AF_INET6):
+            own.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with contextlib.suppress(Exception):
+            sock.close()
+        with contextlib.suppress(Exception):
+            raw.close()
+        return await asyncio.open_connection(sock=own, limit=_READ_LIMIT)
 
     async def kill_tagged(self, container_id: str, tags: t.Collection[str]) -> None:
         """Kill the tagged shells' processes; concurrent kills in one container share one exec.
@@ -408,11 +392,66 @@ class DockerRuntime(ToolRuntime):
             self._kill_workers.pop(container_id, None)
 
     async def _kill_now(self, container_id: str, tags: list[str]) -> None:
+        try:
+            reaper = self._reapers.get(container_id)
+            if reaper is None and self._live_tags.get(container_id, set()).difference(tags):
+                # Other shells are still running here, so more kills are to come: the exec
+                # started now serves them all, instead of one exec per kill.
+                reaper = await self._start_reaper(container_id)
+            if reaper is not None:
+                try:
+                    status = await reaper.kill(tags, REAPER_TIMEOUT)
+                except ReaperGone:
+                    self._reapers.pop(container_id, None)
+                else:
+                    if status:
+                        self.log.warning(
+                            "Killing tool terminal processes ended with status %s", status
+                        )
+                    return
+            await self._kill_once(container_id, tags)
+        finally:
+            # Looked up again: a shell may have started in the container meanwhile.
+            live = self._live_tags.get(container_id)
+            if live is not None:
+                live.difference_update(tags)
+            if not live:
+                self._live_tags.pop(container_id, None)
+                # No shell is left to kill: the reaper goes too, and the container is as before.
+                if (idle := self._reapers.pop(container_id, None)) is not None:
+                    idle.close()
+
+    async def _start_reaper(self, container_id: str) -> Reaper | None:
+        """Start a reaper in the container; ``None`` if it cannot be had (the kill then runs
+        as its own exec)."""
+        try:
+            created = await self.call(
+                "exec_create",
+                container_id,
+                REAPER_COMMAND,
+                user="0",
+                environment={"VAR": SESSION_TAG_VARIABLE, REAPER_SCRIPT_VARIABLE: REAPER_SCRIPT},
+                stdin=True,
+                tty=False,
+            )
+            sock = await self.call("exec_start", created["Id"], tty=False, socket=True)
+        except (docker.errors.NotFound, RuntimeUnavailable):
+            return None
+        stream = await self._loop_stream(sock)
+        if stream is None:
+            with contextlib.suppress(Exception):
+                sock.close()
+            return None
+        reaper = Reaper(*stream)
+        self._reapers[container_id] = reaper
+        return reaper
+
+    async def _kill_once(self, container_id: str, tags: list[str]) -> None:
         def kill() -> None:
             api = self._api()
             created = api.exec_create(
                 container_id,
-                ["/bin/sh", "-c", KILL_SCRIPT, "jupyter-tool-terminal-kill", *tags],
+                ["/bin/sh", "-c", KILL_ONCE_SCRIPT, "jupyter-tool-terminal-kill", *tags],
                 user="0",
                 environment={"VAR": SESSION_TAG_VARIABLE},
                 stdin=False,
