@@ -9,6 +9,7 @@ import typing as t
 import pytest
 
 from jupyter_tool_terminal.app import ToolTerminalApp
+from jupyter_tool_terminal.runtime import docker as docker_runtime
 from jupyter_tool_terminal.runtime.reaper import REAPER_COMMAND
 
 from .conftest import (
@@ -189,34 +190,69 @@ async def test_closing_beside_a_live_shell_kills_through_a_reaper(
     await _assert_only_base(container)
 
 
+async def _reaper_running(container: t.Any) -> bool:
+    return REAPER_PROCESS in await asyncio.to_thread(container_processes, container)
+
+
+async def _start_reaper(alice: Api, container: t.Any) -> None:
+    """Open a session that stays, and close one beside it: the container then has a reaper."""
+    await alice.terminal(container.name)
+    model, _ = await _busy_terminal(alice, container)
+    await alice.call("DELETE", "sessions", model["id"])
+    await wait_until(lambda: _reaper_running(container))
+
+
+def _signal_reaper(container: t.Any, signal: str) -> None:
+    """Send the reaper a signal from a root shell in the container, as a user of it could."""
+    # (The bracket keeps this shell's own command line from matching.)
+    script = (
+        "n=0; for p in /proc/[0-9]*; do"
+        " if grep -q 'TERMINAL_REAP[E]R' $p/cmdline 2>/dev/null; then"
+        f" kill -{signal} ${{p#/proc/}} && n=$((n + 1)); fi; done; [ $n -eq 1 ]"
+    )
+    result = container.exec_run(["/bin/sh", "-c", script], user="0")
+    assert result.exit_code == 0, result.output
+
+
+async def _close_busy_session(alice: Api, container: t.Any) -> float:
+    """Open a session with background work, close it, and check that all of it is gone;
+    returns the seconds the close took."""
+    model, _ = await _busy_terminal(alice, container)
+    began = time.monotonic()
+    await alice.call("DELETE", "sessions", model["id"])
+    took = time.monotonic() - began
+    processes = await wait_for_processes(container, BASE_PROCESSES | {"/bin/sh", REAPER_PROCESS})
+    assert not [p for p in processes if "sleep 100" in p], processes
+    return took
+
+
 async def test_kills_go_on_when_the_reaper_is_killed(
     alice: Api, make_instance: InstanceFactory
 ) -> None:
     container = make_instance()
-    await alice.terminal(container.name)
-    model, _ = await _busy_terminal(alice, container)
-    await alice.call("DELETE", "sessions", model["id"])
-
-    async def reaper_running() -> bool:
-        return REAPER_PROCESS in await asyncio.to_thread(container_processes, container)
-
-    await wait_until(reaper_running)
+    await _start_reaper(alice, container)
     # A root user of the container may kill it: the next kill must not depend on it.
-    # (The bracket keeps this shell's own command line from matching.)
-    find_and_kill = (
-        "n=0; for p in /proc/[0-9]*; do"
-        " if grep -q 'terminal-reap[e]r' $p/cmdline 2>/dev/null; then"
-        " kill -9 ${p#/proc/} && n=$((n + 1)); fi; done; [ $n -eq 1 ]"
-    )
-    killed = container.exec_run(["/bin/sh", "-c", find_and_kill], user="0")
-    assert killed.exit_code == 0, killed.output
-    assert not await reaper_running()
+    _signal_reaper(container, "KILL")
+    assert not await _reaper_running(container)
     for _ in range(2):
-        model, _ = await _busy_terminal(alice, container)
-        await alice.call("DELETE", "sessions", model["id"])
-        processes = await wait_for_processes(
-            container, BASE_PROCESSES | {"/bin/sh", REAPER_PROCESS}
-        )
-        assert not [p for p in processes if "sleep 100" in p], processes
+        await _close_busy_session(alice, container)
     # The kill that found the reaper gone ran as its own exec; the next one has a new reaper.
-    assert await reaper_running()
+    assert await _reaper_running(container)
+
+
+async def test_a_silent_reaper_does_not_hold_up_a_close(
+    alice: Api, make_instance: InstanceFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(docker_runtime, "REAPER_TIMEOUT", 1.0)
+    container = make_instance()
+    await _start_reaper(alice, container)
+    _signal_reaper(container, "STOP")
+    # One reaper timeout, then the kill's own exec (not the engine's or the client's timeout).
+    assert await _close_busy_session(alice, container) < 5.0
+    # Given up on, the reaper's stdin is closed: once it runs again it reads the end and exits.
+    _signal_reaper(container, "CONT")
+
+    async def reaper_gone() -> bool:
+        return not await _reaper_running(container)
+
+    await wait_until(reaper_gone)

@@ -82,13 +82,8 @@ done
 #: shows one short line for it instead of the whole script.
 REAPER_SCRIPT_VARIABLE = "JUPYTER_TOOL_TERMINAL_REAPER"
 
-#: The reaper's command line.
-REAPER_COMMAND = [
-    "/bin/sh",
-    "-c",
-    f'eval "${REAPER_SCRIPT_VARIABLE}"',
-    "jupyter-tool-terminal-reaper",
-]
+#: The reaper's command line; short, because ``ps`` (and ``docker top``) cut long ones.
+REAPER_COMMAND = ["/bin/sh", "-c", f'eval "${REAPER_SCRIPT_VARIABLE}"']
 
 # Tags are the server's own random hex tokens; anything else never reaches a shell's `read`.
 _TAG = re.compile(r"[0-9a-f]{8,64}")
