@@ -50,7 +50,8 @@ export function dockerExec(argv: string[], input?: Buffer | string): Buffer {
 
 /**
  * The shells (and their children started by the startup command) running in
- * the container, from `docker top`.
+ * the container, from `docker top`. The server's reaper (a root `sh` that
+ * kills closing sessions while others run in the container) is no session's.
  */
 export function shells(): string[] {
   const out = execFileSync('docker', ['top', CONTAINER, '-o', 'pid,args'], {
@@ -60,7 +61,8 @@ export function shells(): string[] {
     .split('\n')
     .slice(1)
     .map(line => line.trim())
-    .filter(line => /\b(\/bin\/)?sh\b/.test(line));
+    .filter(line => /\b(\/bin\/)?sh\b/.test(line))
+    .filter(line => !line.includes('JUPYTER_TOOL_TERMINAL_REAPER'));
 }
 
 /**
