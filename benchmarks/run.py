@@ -1360,35 +1360,30 @@ async def run(plan: Plan, lab: Lab, only: set[str], phases: set[str]) -> dict[st
             with contextlib.suppress(Exception):
                 term, _ = await client.open(target)
                 await client.close_term(target, term)
-        if "open" in phases:
+
+        async def all_targets(
+            phase: str,
+            measure: t.Callable[
+                [Client, list[Target], Plan], t.Awaitable[dict[str, dict[str, t.Any]]]
+            ],
+        ) -> None:
+            """One phase measured on every target together; a failure is recorded, not fatal."""
+            if phase not in phases:
+                return
             begun = loop.time()
             try:
-                opens = await measure_opens(client, [targets[key] for key in order], plan)
-                for name, found in opens.items():
-                    figures[name]["open"] = found
-                    print(f"  {name:4} open         {found}", flush=True)
+                found_by_key = await measure(client, [targets[key] for key in order], plan)
+                for name, found in found_by_key.items():
+                    figures[name][phase] = found
+                    print(f"  {name:4} {phase:<12} {found}", flush=True)
             except Exception as error:  # noqa: BLE001 - recorded, the run goes on
-                errors.append(f"open: {type(error).__name__}: {error}")
-                print(f"  open FAILED: {type(error).__name__}: {error}", flush=True)
-            print(f"  (opens took {loop.time() - begun:.1f} s)", flush=True)
-        if "echo" in phases:
-            try:
-                echoes = await measure_echoes(client, [targets[key] for key in order], plan)
-                for name, found in echoes.items():
-                    figures[name]["echo"] = found
-                    print(f"  {name:4} echo         {found}", flush=True)
-            except Exception as error:  # noqa: BLE001 - recorded, the run goes on
-                errors.append(f"echo: {type(error).__name__}: {error}")
-                print(f"  echo FAILED: {type(error).__name__}: {error}", flush=True)
-        if "flood" in phases:
-            try:
-                floods = await measure_floods(client, [targets[key] for key in order], plan)
-                for name, found in floods.items():
-                    figures[name]["flood"] = found
-                    print(f"  {name:4} flood        {found}", flush=True)
-            except Exception as error:  # noqa: BLE001 - recorded, the run goes on
-                errors.append(f"flood: {type(error).__name__}: {error}")
-                print(f"  flood FAILED: {type(error).__name__}: {error}", flush=True)
+                errors.append(f"{phase}: {type(error).__name__}: {error}")
+                print(f"  {phase} FAILED: {type(error).__name__}: {error}", flush=True)
+            print(f"  ({phase} took {loop.time() - begun:.1f} s)", flush=True)
+
+        await all_targets("open", measure_opens)
+        await all_targets("echo", measure_echoes)
+        await all_targets("flood", measure_floods)
         for key in order:
             if "churn" in phases:
                 # The figure: one loop opening and closing a session at most 5 times a second.
