@@ -187,6 +187,9 @@ class DockerRuntime(ToolRuntime):
         # with other live shells gets a reaper for its kills (see ``reaper.py``).
         self._live_tags: dict[str, set[str]] = {}
         self._reapers: dict[str, Reaper] = {}
+        # Reapers need a socket the event loop can drive; an engine behind TLS or SSH never
+        # gives one, and is not asked again.
+        self._reapers_possible = True
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -394,7 +397,11 @@ class DockerRuntime(ToolRuntime):
     async def _kill_now(self, container_id: str, tags: list[str]) -> None:
         try:
             reaper = self._reapers.get(container_id)
-            if reaper is None and self._live_tags.get(container_id, set()).difference(tags):
+            if (
+                reaper is None
+                and self._reapers_possible
+                and self._live_tags.get(container_id, set()).difference(tags)
+            ):
                 # Other shells are still running here, so more kills are to come: the exec
                 # started now serves them all, instead of one exec per kill.
                 reaper = await self._start_reaper(container_id)
@@ -439,6 +446,7 @@ class DockerRuntime(ToolRuntime):
             return None
         stream = await self._loop_stream(sock)
         if stream is None:
+            self._reapers_possible = False
             with contextlib.suppress(Exception):
                 sock.close()
             return None

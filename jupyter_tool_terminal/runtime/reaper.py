@@ -13,6 +13,8 @@ import asyncio
 import contextlib
 import re
 
+from docker.utils.socket import STDOUT
+
 # A shell function that kills every process of the shells tagged with "$@": the processes that
 # carry a tag in their environment, and every process in their terminal sessions (which catches
 # children that cleared their environment). Processes are stopped before they are killed, in
@@ -87,7 +89,6 @@ REAPER_COMMAND = ["/bin/sh", "-c", f'eval "${REAPER_SCRIPT_VARIABLE}"']
 
 # Tags are the server's own random hex tokens; anything else never reaches a shell's `read`.
 _TAG = re.compile(r"[0-9a-f]{8,64}")
-_STDOUT = 1
 
 
 class ReaperGone(Exception):
@@ -134,11 +135,12 @@ class Reaper:
 
     async def _read_line(self) -> bytes:
         # The stream is Docker's multiplexed framing: an 8-byte header (stream, 0, 0, 0, size as
-        # big-endian u32), then the payload. Only stdout carries answers.
+        # big-endian u32), then the payload. Only stdout carries answers. (The SDK's own frame
+        # readers in docker.utils.socket block on a socket; this one reads the event loop's.)
         while b"\n" not in self._stdout:
             header = await self._reader.readexactly(8)
             payload = await self._reader.readexactly(int.from_bytes(header[4:8], "big"))
-            if header[0] == _STDOUT:
+            if header[0] == STDOUT:
                 self._stdout += payload
         line, _, self._stdout = self._stdout.partition(b"\n")
         return line
