@@ -4,5 +4,6 @@
 # Extra arguments go to `jupyter lab` (e.g. --ip=0.0.0.0 --port=8888 --no-browser).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
+bash "$repo/scripts/engine.sh"
 bash "$repo/scripts/setup.sh" test
-exec python3 -m jupyter_tool_terminal.demo "$@"
+exec "${JTT_VENV:-$repo/.venv}/bin/python" -m jupyter_tool_terminal.demo "$@"

@@ -1,46 +1,52 @@
 #!/usr/bin/env bash
-# Prepares this machine for jupyter-tool-terminal: the Docker Engine (installed from Debian's
-# packages and started when none answers and we are root), the Python package with its
-# JupyterLab extension built in, and the busybox tool image the tests and the demo use.
-# Idempotent: what is already there is kept. Usage: scripts/setup.sh [extra,extras]
+# Prepares this checkout for jupyter-tool-terminal, without touching the machine's own Python:
+# a project virtual environment (.venv, or $JTT_VENV) holding the package installed editable
+# with its JupyterLab extension built in. Work already done is skipped: the install runs again
+# only when pyproject.toml, the extras or the frontend's lockfile changed, the frontend is
+# rebuilt only when its sources are newer than the build.
+# Usage: scripts/setup.sh [extra,extras]   (default: test)
+# Prints nothing on success but what it did; the environment is used as "$JTT_VENV/bin/...".
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 extras=${1:-test}
+venv=${JTT_VENV:-$repo/.venv}
 log() { printf '\n== %s\n' "$*"; }
-
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else return 1; fi; }
 
+# Node builds the JupyterLab extension; bash-static and busybox-static make the tool image.
 apt_packages=()
-command -v dockerd >/dev/null || apt_packages+=(docker.io)
-[ -x /bin/busybox ] || command -v busybox >/dev/null || apt_packages+=(busybox-static)
-[ -x /bin/bash-static ] || apt_packages+=(bash-static)
 command -v node >/dev/null || apt_packages+=(nodejs npm)
+python3 -c 'import ensurepip, venv' 2>/dev/null || apt_packages+=(python3-venv)
 if [ "${#apt_packages[@]}" -gt 0 ] && command -v apt-get >/dev/null; then
   log "installing Debian packages: ${apt_packages[*]}"
   as_root apt-get update -qq
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "${apt_packages[@]}" >/dev/null
 fi
 
-if ! docker info >/dev/null 2>&1; then
-  if command -v dockerd >/dev/null && [ "$(id -u)" = 0 ]; then
-    log "starting dockerd (log: /tmp/dockerd.log)"
-    nohup dockerd >/tmp/dockerd.log 2>&1 &
-    for _ in $(seq 1 120); do docker info >/dev/null 2>&1 && break; sleep 0.5; done
-  fi
-  docker info >/dev/null 2>&1 || { echo "no Docker Engine answers (see /tmp/dockerd.log)" >&2; exit 1; }
+if [ ! -x "$venv/bin/python" ]; then
+  log "creating the virtual environment $venv"
+  python3 -m venv "$venv"
+fi
+cd "$repo"
+stamp="$venv/.jupyter-tool-terminal-installed"
+wanted=$(cat pyproject.toml labextension/package.json labextension/yarn.lock <(echo "$extras" "$repo") | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
+  log "installing jupyter-tool-terminal[$extras] into $venv (builds the JupyterLab extension)"
+  "$venv/bin/python" -m pip install -q --upgrade pip
+  "$venv/bin/python" -m pip install -q -e ".[$extras]"
+  echo "$wanted" > "$stamp"
 fi
 
-log "installing jupyter-tool-terminal[$extras] (builds the JupyterLab extension)"
-cd "$repo"
-# A development link left by an earlier checkout would redirect the install into that checkout.
-installed_ext="$(python3 -c 'import sys; print(sys.prefix)')/share/jupyter/labextensions/jupyter-tool-terminal"
-[ -L "$installed_ext" ] && rm -f "$installed_ext"
-python3 -m pip install -q --upgrade pip
-python3 -m pip install -q -e ".[$extras]"
-# An editable install leaves the built labextension in the source tree: link it where
-# JupyterLab looks, as the extension template's development set-up does.
-jupyter labextension develop --overwrite . >/dev/null
-
-log "building the tool image"
-docker image inspect jupyter-tool-terminal-test:latest >/dev/null 2>&1 \
-  || bash "$repo/scripts/build-test-image.sh" jupyter-tool-terminal-test:latest
+# An editable install builds the labextension into the source tree; rebuild when its sources
+# changed since, and link it where JupyterLab looks for it (as a development install does).
+built="$repo/jupyter_tool_terminal/labextension"
+if [ -n "$(find labextension/src labextension/style labextension/package.json -newer "$built/package.json" -print -quit 2>/dev/null || echo missing)" ]; then
+  log "building the JupyterLab extension"
+  (cd labextension && PATH="$venv/bin:$PATH" jlpm install --immutable >/dev/null && PATH="$venv/bin:$PATH" jlpm build >/dev/null)
+fi
+link="$venv/share/jupyter/labextensions/jupyter-tool-terminal"
+if [ "$(readlink "$link" 2>/dev/null)" != "$built" ]; then
+  mkdir -p "$(dirname "$link")"
+  rm -rf "$link"
+  ln -s "$built" "$link"
+fi

@@ -8,7 +8,10 @@ cd "$repo"
 step() { printf '\n== %s\n' "$*"; }
 
 engine_was_up=$(docker info >/dev/null 2>&1 && echo yes || echo no)
+bash scripts/engine.sh
 bash scripts/setup.sh "test,benchmark"
+# Everything below runs in the project's virtual environment.
+export PATH="${JTT_VENV:-$repo/.venv}/bin:$PATH"
 if [ "$engine_was_up" = no ]; then
   # This run started the engine: stop it again at the end, whatever happens.
   trap 'pkill -TERM -x dockerd || true' EXIT
@@ -23,7 +26,7 @@ mypy
 step "pytest (real Docker Engine, real jupyter_server)"
 # CI owns its engine, so the test that restarts dockerd mid-session runs there.
 if [ "${CI:-}" = true ] && [ "$(id -u)" = 0 ]; then export JTT_TEST_RESTART_DOCKERD=1; fi
-python3 -m pytest -q
+python -m pytest -q
 
 step "frontend: typecheck, lint, unit tests"
 bash scripts/test-frontend.sh
@@ -42,7 +45,7 @@ step "browser end-to-end test (Debian chromium)"
 bash scripts/test-browser.sh
 
 step "benchmark, quick mode (checks that every measurement path works)"
-python3 benchmarks/run.py --quick
+python benchmarks/run.py --quick
 
 echo
 echo "all checks passed"

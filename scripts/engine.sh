@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Makes sure a Docker Engine answers, and prepares the tool image the tests and the demo use.
+# When none answers and this runs as root on Debian, installs `docker.io` and starts `dockerd`
+# (log appended to /tmp/dockerd.log). An engine chosen with DOCKER_HOST is used as it is: no
+# local dockerd is started for it. Exits 1 (with one line saying why) when no engine answers.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+log() { printf '\n== %s\n' "$*"; }
+
+apt_packages=()
+[ -x /bin/busybox ] || command -v busybox >/dev/null || apt_packages+=(busybox-static)
+[ -x /bin/bash-static ] || apt_packages+=(bash-static)
+if [ -z "${DOCKER_HOST:-}" ] && [ "$(id -u)" = 0 ]; then
+  command -v dockerd >/dev/null || apt_packages+=(docker.io)
+fi
+if [ "${#apt_packages[@]}" -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  log "installing Debian packages: ${apt_packages[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${apt_packages[@]}" >/dev/null
+fi
+
+if ! docker info >/dev/null 2>&1; then
+  if [ -n "${DOCKER_HOST:-}" ]; then
+    echo "no Docker Engine answers at DOCKER_HOST=$DOCKER_HOST" >&2
+    exit 1
+  fi
+  if command -v dockerd >/dev/null && [ "$(id -u)" = 0 ]; then
+    log "starting dockerd (log: /tmp/dockerd.log)"
+    nohup dockerd >>/tmp/dockerd.log 2>&1 &
+    for _ in $(seq 1 120); do docker info >/dev/null 2>&1 && break; sleep 0.5; done
+  fi
+  if ! docker info >/dev/null 2>&1; then
+    echo "no Docker Engine answers at /var/run/docker.sock (start Docker, or set DOCKER_HOST)" >&2
+    exit 1
+  fi
+fi
+
+docker image inspect jupyter-tool-terminal-test:latest >/dev/null 2>&1 \
+  || bash "$repo/scripts/build-test-image.sh" jupyter-tool-terminal-test:latest
