@@ -27,6 +27,8 @@ from .terminal_client import TerminalClient
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
 
 TEST_IMAGE = "jupyter-tool-terminal-test:latest"
+#: A Debian-like image (dash, GNU tools) whose PATH starts with a directory the tool user owns.
+DEBIAN_IMAGE = "jupyter-tool-terminal-test-debian:latest"
 REPO = Path(__file__).resolve().parent.parent
 TOKENS = {"alice-secret-token": "alice", "bob-secret-token": "bob"}
 #: Tokens a test revoked (as a Hub revokes a token at logout); they authenticate nobody.
@@ -91,6 +93,17 @@ def docker_client() -> t.Iterator[docker.DockerClient]:
     client.close()
 
 
+@pytest.fixture(scope="session")
+def debian_image(docker_client: docker.DockerClient) -> str:
+    """The Debian-like test image, built from the host's binaries on first use."""
+    try:
+        docker_client.images.get(DEBIAN_IMAGE)
+    except docker.errors.ImageNotFound:
+        script = REPO / "scripts/build-debian-test-image.sh"
+        subprocess.run(["bash", str(script), DEBIAN_IMAGE], check=True)
+    return DEBIAN_IMAGE
+
+
 InstanceFactory = t.Callable[..., t.Any]
 
 
@@ -104,6 +117,7 @@ def make_instance(docker_client: docker.DockerClient) -> t.Iterator[InstanceFact
         tool: str = "sandbox",
         name: str | None = None,
         labels: dict[str, str | None] | None = None,
+        image: str = TEST_IMAGE,
     ) -> t.Any:
         all_labels: dict[str, str | None] = {
             "jupyter-tool-terminal.owner": owner,
@@ -111,7 +125,7 @@ def make_instance(docker_client: docker.DockerClient) -> t.Iterator[InstanceFact
         }
         all_labels.update(labels or {})
         container = docker_client.containers.run(
-            TEST_IMAGE,
+            image,
             name=name or f"jtt-test-{uuid.uuid4().hex[:10]}",
             detach=True,
             init=True,
