@@ -15,7 +15,12 @@ TOOL_TYPE_KEYS: dict[str, str] = {
     "workdir": "an absolute path",
     "env": "a mapping of variable names to strings",
     "icon": "an SVG document as a string",
+    "cleanup": '"session" or "instance"',
 }
+
+#: What a session's end kills: its own processes (found by tag, terminal session and parent),
+#: or, once the instance's last session ends, every process started since its first one.
+CLEANUP_MODES = ("session", "instance")
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -40,6 +45,8 @@ class ToolType:
     workdir: str | None = None
     env: t.Mapping[str, str] = dataclasses.field(default_factory=dict)
     icon: str | None = None
+    #: One of :data:`CLEANUP_MODES`.
+    cleanup: str = "session"
 
     def public_model(self) -> dict[str, t.Any]:
         """Return what a client may know of this tool type (nothing that says how it runs)."""
@@ -110,6 +117,10 @@ def parse_tool_type(name: t.Any, spec: t.Any) -> ToolType:
     if icon is not None and "<svg" not in icon:
         _fail(name, f"'icon' must be {TOOL_TYPE_KEYS['icon']}")
 
+    cleanup = spec.get("cleanup", "session")
+    if cleanup not in CLEANUP_MODES:
+        _fail(name, f"'cleanup' must be {TOOL_TYPE_KEYS['cleanup']}, not {cleanup!r}")
+
     return ToolType(
         name=name,
         display_name=_optional_string(name, spec, "display_name") or name,
@@ -119,6 +130,7 @@ def parse_tool_type(name: t.Any, spec: t.Any) -> ToolType:
         workdir=workdir,
         env=dict(env),
         icon=icon,
+        cleanup=cleanup,
     )
 
 

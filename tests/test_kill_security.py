@@ -32,7 +32,9 @@ def _plant_fakes(container: t.Any) -> None:
 
 
 def _uids_that_ran_fakes(container: t.Any) -> list[str]:
-    result = container.exec_run(["/bin/sh", "-c", "[ -e /tmp/fake-ran ] && /usr/bin/cat /tmp/fake-ran"])
+    result = container.exec_run(
+        ["/bin/sh", "-c", "[ -e /tmp/fake-ran ] && /usr/bin/cat /tmp/fake-ran"]
+    )
     return result.output.decode().split() if result.exit_code == 0 else []
 
 
@@ -44,7 +46,9 @@ async def _busy(alice: Api, container: t.Any) -> tuple[dict[str, t.Any], t.Any]:
 
     async def started() -> bool:
         processes = await asyncio.to_thread(container_processes, container)
-        return any("sleep 1002" in p for p in processes) and any("sleep 1001" in p for p in processes)
+        return any("sleep 1002" in p for p in processes) and any(
+            "sleep 1001" in p for p in processes
+        )
 
     await wait_until(started)
     return model, term

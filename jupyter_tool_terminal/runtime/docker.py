@@ -25,14 +25,17 @@ from traitlets import Float, Integer
 
 from ..tooltypes import ToolType
 from .base import Instance, RuntimeUnavailable, ShellChannel, ToolRuntime
-from .launch import SESSION_TAG_VARIABLE, shell_command, shell_environment
+from .launch import shell_command, shell_environment
 from .reaper import (
+    KILL_ENVIRONMENT,
     KILL_ONCE_SCRIPT,
     REAPER_COMMAND,
     REAPER_SCRIPT,
     REAPER_SCRIPT_VARIABLE,
+    Answer,
     Reaper,
     ReaperGone,
+    parse_answer,
 )
 
 OWNER_LABEL = "jupyter-tool-terminal.owner"
@@ -46,6 +49,20 @@ KILL_ATTEMPTS = 5
 START_WAIT = 5.0
 
 
+#: Who kills a shell's processes: (container id, exec user). The kill runs as the shell's own
+#: user, so it never has more rights in the container than the shell had, and it can read the
+#: environment (the kill tag) of every process the shell started without changing uid; root
+#: cannot read another uid's /proc/PID/environ without CAP_SYS_PTRACE, which Docker does not
+#: grant by default.
+_Target = tuple[str, str]
+
+#: The exec user of instance-wide kills, which must reach every process of the container.
+ROOT = "0"
+
+#: How long a kill waits for the reaper before it checks whether the container is paused.
+PAUSE_PROBE = 0.5
+
+
 @dataclasses.dataclass(frozen=True)
 class _Exec:
     """A shell's exec: the container it runs in, the engine's id for it, and its kill tag."""
@@ -53,6 +70,12 @@ class _Exec:
     container_id: str
     exec_id: str
     tag: str
+    #: The exec user of the shell, and so of its kill.
+    user: str = ""
+
+    @property
+    def target(self) -> _Target:
+        return (self.container_id, self.user)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,7 +180,8 @@ class _SocketShellChannel(ShellChannel):
         if unsure:
             await self.wait_started(timeout=START_WAIT)
         for _ in range(KILL_ATTEMPTS):
-            await self._runtime.kill_tagged(self._exec.container_id, [self._exec.tag])
+            if not await self._runtime.kill_tagged(self._exec.target, [self._exec.tag]):
+                return  # the container is paused: the kill runs as soon as it is unpaused
             # A shell caught between the engine's start and its exec() does not carry its tag
             # yet; the exec's own state says whether it survived, and another round gets it.
             if not unsure or not await self.is_running():
@@ -243,12 +267,19 @@ class DockerRuntime(ToolRuntime):
         self._client: docker.APIClient | None = None
         self._client_lock = threading.Lock()
         # Kill requests waiting for their container's kill worker: (tags, waiters).
-        self._pending_kills: dict[str, tuple[set[str], list[asyncio.Future[None]]]] = {}
-        self._kill_workers: dict[str, asyncio.Task[None]] = {}
+        self._pending_kills: dict[_Target, tuple[set[str], list[asyncio.Future[bool]]]] = {}
+        self._kill_workers: dict[_Target, asyncio.Task[None]] = {}
         # The tags of the shells started in each container and not killed yet; a container
         # with other live shells gets a reaper for its kills (see ``reaper.py``).
-        self._live_tags: dict[str, set[str]] = {}
-        self._reapers: dict[str, Reaper] = {}
+        self._live_tags: dict[_Target, set[str]] = {}
+        self._reapers: dict[_Target, Reaper] = {}
+        # Kills a paused container could not run yet, and the tasks waiting to run them.
+        self._deferred: dict[_Target, set[str]] = {}
+        self._pause_watchers: dict[str, asyncio.Task[None]] = {}
+        # Containers of "cleanup": "instance" tool types: the start time (in the container's
+        # clock ticks) of a process started just before their first session.
+        self._marks: dict[str, int] = {}
+        self._container_locks: dict[str, asyncio.Lock] = {}
         # Reapers need a socket the event loop can drive; an engine behind TLS or SSH never
         # gives one, and is not asked again.
         self._reapers_possible = True
@@ -304,6 +335,14 @@ class DockerRuntime(ToolRuntime):
             client.close()
 
     def close(self) -> None:
+        for container_id in {target[0] for target in self._deferred}:
+            self.log.warning(
+                "Container %s is paused: its closed tool terminals' processes could not be "
+                "killed and outlive this server",
+                container_id[:12],
+            )
+        for watcher in self._pause_watchers.values():
+            watcher.cancel()
         for reaper in self._reapers.values():
             reaper.close()
         self._reapers.clear()
@@ -376,6 +415,17 @@ class DockerRuntime(ToolRuntime):
             msg = f"not a Docker tool instance: {instance.id}"
             raise TypeError(msg)
         tag = secrets.token_hex(16)
+        target = (instance.container_id, tool.user or "")
+        if tool.cleanup == "instance":
+            # Marked before the first shell, under the lock that the instance-wide kill holds.
+            async with self._container_lock(instance.container_id):
+                if instance.container_id not in self._marks:
+                    self._marks[instance.container_id] = await self._take_mark(
+                        instance.container_id
+                    )
+                self._live_tags.setdefault(target, set()).add(tag)
+        else:
+            self._live_tags.setdefault(target, set()).add(tag)
         environment = shell_environment(tool, tag=tag, has_lang="LANG" in instance.env_names)
         try:
             created = await self.call(
@@ -395,13 +445,12 @@ class DockerRuntime(ToolRuntime):
             msg = "the tool instance is gone"
             raise RuntimeUnavailable(msg) from error
         exec_id: str = created["Id"]
-        self._live_tags.setdefault(instance.container_id, set()).add(tag)
         try:
             sock = await self.call("exec_start", exec_id, tty=True, socket=True)
         except docker.errors.NotFound as error:
             msg = "the tool instance is gone"
             raise RuntimeUnavailable(msg) from error
-        return await self._channel(_Exec(instance.container_id, exec_id, tag), sock)
+        return await self._channel(_Exec(instance.container_id, exec_id, tag, target[1]), sock)
 
     async def _channel(self, shell: _Exec, sock: t.Any) -> ShellChannel:
         stream = await self._loop_stream(sock)
@@ -430,8 +479,14 @@ class DockerRuntime(ToolRuntime):
             raw.close()
         return await asyncio.open_connection(sock=own, limit=_READ_LIMIT)
 
-    async def kill_tagged(self, container_id: str, tags: t.Collection[str]) -> None:
+    def _container_lock(self, container_id: str) -> asyncio.Lock:
+        return self._container_locks.setdefault(container_id, asyncio.Lock())
+
+    async def kill_tagged(self, target: _Target, tags: t.Collection[str]) -> bool:
         """Kill the tagged shells' processes; concurrent kills in one container share one exec.
+
+        Returns ``False`` if the container is paused: the kill is then kept and runs as soon
+        as the container is unpaused (or is dropped when it is gone, its processes with it).
 
         The kill script scans every process of the container, so one exec per closing session
         would cost O(sessions^2) when many close at once (server shutdown, a reset storm).
@@ -439,73 +494,144 @@ class DockerRuntime(ToolRuntime):
         meanwhile joins the next one.
         """
         if not tags:
-            return
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        pending_tags, waiters = self._pending_kills.setdefault(container_id, (set(), []))
+            return True
+        waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        pending_tags, waiters = self._pending_kills.setdefault(target, (set(), []))
         pending_tags.update(tags)
         waiters.append(waiter)
-        if container_id not in self._kill_workers:
-            self._kill_workers[container_id] = asyncio.create_task(self._kill_worker(container_id))
-        await waiter
+        if target not in self._kill_workers:
+            self._kill_workers[target] = asyncio.create_task(self._kill_worker(target))
+        return await waiter
 
-    async def _kill_worker(self, container_id: str) -> None:
+    async def _kill_worker(self, target: _Target) -> None:
         try:
-            while (pending := self._pending_kills.pop(container_id, None)) is not None:
+            while (pending := self._pending_kills.pop(target, None)) is not None:
                 tags, waiters = pending
+                done = True
                 try:
-                    await self._kill_now(container_id, sorted(tags))
+                    done = await self._kill_now(target, sorted(tags))
                 finally:
                     for waiter in waiters:
                         if not waiter.done():
-                            waiter.set_result(None)
+                            waiter.set_result(done)
         finally:
             # No await between the last pop and here: a request arriving now starts a worker.
-            self._kill_workers.pop(container_id, None)
+            self._kill_workers.pop(target, None)
 
-    async def _kill_now(self, container_id: str, tags: list[str]) -> None:
+    def _others_live(self, target: _Target, tags: list[str]) -> bool:
+        """Whether shells other than ``tags`` are alive in the target's container."""
+        return any(
+            key[0] == target[0] and live.difference(tags) for key, live in self._live_tags.items()
+        )
+
+    async def _kill_now(self, target: _Target, tags: list[str]) -> bool:
+        container_id = target[0]
+        if container_id in self._marks:
+            async with self._container_lock(container_id):
+                mark = self._marks.get(container_id)
+                if mark is not None and not self._others_live(target, tags):
+                    # The container's last session: everything since its first one goes.
+                    done = await self._kill_once(container_id, ROOT, ["instance", str(mark)])
+                    if done:
+                        self._marks.pop(container_id, None)
+                    return self._killed(target, tags, done)
+        return self._killed(target, tags, await self._kill_session(target, tags))
+
+    def _killed(self, target: _Target, tags: list[str], done: bool) -> bool:
+        """Book a kill's outcome: the tags are gone, or deferred until the container runs."""
+        if not done:
+            self._deferred.setdefault(target, set()).update(tags)
+            if target[0] not in self._pause_watchers:
+                self._pause_watchers[target[0]] = asyncio.create_task(
+                    self._run_when_unpaused(target[0])
+                )
+            return False
+        # Looked up again: a shell may have started in the container meanwhile.
+        live = self._live_tags.get(target)
+        if live is not None:
+            live.difference_update(tags)
+        if not live:
+            self._live_tags.pop(target, None)
+            # No shell is left to kill: the reaper goes too, and the container is as before.
+            if (idle := self._reapers.pop(target, None)) is not None:
+                idle.close()
+        return True
+
+    async def _kill_session(self, target: _Target, tags: list[str]) -> bool:
+        reaper = self._reapers.get(target)
+        if reaper is None and self._reapers_possible and self._others_live(target, tags):
+            # Other shells are still running here, so more kills are to come: the exec
+            # started now serves them all, instead of one exec per kill.
+            reaper = await self._start_reaper(target)
+        if reaper is not None:
+            request = asyncio.ensure_future(reaper.request("session", tags, REAPER_TIMEOUT))
+            await asyncio.wait({request}, timeout=PAUSE_PROBE)
+            if not request.done() and await self._paused(target[0]):
+                # A frozen reaper answers nothing; the caller is not held up waiting for it.
+                request.cancel()
+                with contextlib.suppress(asyncio.CancelledError, ReaperGone):
+                    await request
+                reaper.close()
+                self._reapers.pop(target, None)
+                return False
+            try:
+                answer = await request
+            except ReaperGone:
+                self._reapers.pop(target, None)
+            else:
+                self._log_status(answer)
+                return True
+        return await self._kill_once(target[0], target[1], ["session", *tags])
+
+    async def _paused(self, container_id: str) -> bool:
         try:
-            reaper = self._reapers.get(container_id)
-            if (
-                reaper is None
-                and self._reapers_possible
-                and self._live_tags.get(container_id, set()).difference(tags)
-            ):
-                # Other shells are still running here, so more kills are to come: the exec
-                # started now serves them all, instead of one exec per kill.
-                reaper = await self._start_reaper(container_id)
-            if reaper is not None:
-                try:
-                    status = await reaper.kill(tags, REAPER_TIMEOUT)
-                except ReaperGone:
-                    self._reapers.pop(container_id, None)
-                else:
-                    if status:
-                        self.log.warning(
-                            "Killing tool terminal processes ended with status %s", status
-                        )
-                    return
-            await self._kill_once(container_id, tags)
-        finally:
-            # Looked up again: a shell may have started in the container meanwhile.
-            live = self._live_tags.get(container_id)
-            if live is not None:
-                live.difference_update(tags)
-            if not live:
-                self._live_tags.pop(container_id, None)
-                # No shell is left to kill: the reaper goes too, and the container is as before.
-                if (idle := self._reapers.pop(container_id, None)) is not None:
-                    idle.close()
+            info = await self.call("inspect_container", container_id)
+        except (docker.errors.NotFound, RuntimeUnavailable):
+            return False
+        return bool((info.get("State") or {}).get("Paused"))
 
-    async def _start_reaper(self, container_id: str) -> Reaper | None:
+    async def _run_when_unpaused(self, container_id: str) -> None:
+        """Wait until a paused container runs again (or is gone), then run its deferred kills."""
+        delay = 0.1
+        try:
+            while True:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+                try:
+                    info = await self.call("inspect_container", container_id)
+                except docker.errors.NotFound:
+                    info = {}
+                except RuntimeUnavailable:
+                    continue
+                state = info.get("State") or {}
+                if state.get("Paused"):
+                    continue
+                targets = [key for key in self._deferred if key[0] == container_id]
+                for target in targets:
+                    tags = self._deferred.pop(target)
+                    if state.get("Running"):
+                        await self.kill_tagged(target, tags)
+                    else:  # stopped or removed: its processes are gone
+                        self._killed(target, sorted(tags), True)
+                if not any(key[0] == container_id for key in self._deferred):
+                    return
+        finally:
+            self._pause_watchers.pop(container_id, None)
+
+    def _log_status(self, answer: Answer) -> None:
+        if answer.status:
+            self.log.warning("Killing tool terminal processes ended with status %s", answer.status)
+
+    async def _start_reaper(self, target: _Target) -> Reaper | None:
         """Start a reaper in the container; ``None`` if it cannot be had (the kill then runs
         as its own exec)."""
         try:
             created = await self.call(
                 "exec_create",
-                container_id,
+                target[0],
                 REAPER_COMMAND,
-                user="0",
-                environment={"VAR": SESSION_TAG_VARIABLE, REAPER_SCRIPT_VARIABLE: REAPER_SCRIPT},
+                user=target[1],
+                environment={**KILL_ENVIRONMENT, REAPER_SCRIPT_VARIABLE: REAPER_SCRIPT},
                 stdin=True,
                 tty=False,
             )
@@ -519,33 +645,68 @@ class DockerRuntime(ToolRuntime):
                 sock.close()
             return None
         reaper = Reaper(*stream)
-        self._reapers[container_id] = reaper
+        self._reapers[target] = reaper
         return reaper
 
-    async def _kill_once(self, container_id: str, tags: list[str]) -> None:
-        def kill() -> None:
+    async def _take_mark(self, container_id: str) -> int:
+        """The start time of a process started now in the container (for instance cleanup)."""
+        answer = await self._once(container_id, ROOT, ["mark"])
+        if answer is None or answer.value is None:
+            msg = "the tool instance cannot be prepared for its clean-up"
+            raise RuntimeUnavailable(msg)
+        return answer.value
+
+    async def _kill_once(self, container_id: str, user: str, words: list[str]) -> bool:
+        """Run one kill request as its own exec; ``False`` if the container is paused."""
+        try:
+            answer = await self._once(container_id, user, words)
+        except _Paused:
+            return False
+        except RuntimeUnavailable as error:
+            self.log.warning("Could not kill tool terminal processes: %s", error)
+            return True
+        if answer is not None:
+            self._log_status(answer)
+        return True
+
+    async def _once(self, container_id: str, user: str, words: list[str]) -> Answer | None:
+        """Run a request of the kill script as its own exec; its answer, or ``None`` if the
+        container is gone or stopped (and its processes with it)."""
+
+        def run() -> bytes:
             api = self._api()
             created = api.exec_create(
                 container_id,
-                ["/bin/sh", "-c", KILL_ONCE_SCRIPT, "jupyter-tool-terminal-kill", *tags],
-                user="0",
-                environment={"VAR": SESSION_TAG_VARIABLE},
+                ["/bin/sh", "-c", KILL_ONCE_SCRIPT, "jupyter-tool-terminal-kill", *words],
+                user=user,
+                environment=KILL_ENVIRONMENT,
                 stdin=False,
                 tty=False,
+                stderr=False,
             )
-            api.exec_start(created["Id"])
-            code = api.exec_inspect(created["Id"]).get("ExitCode")
-            if code:
-                self.log.warning("Killing tool terminal processes ended with status %s", code)
+            output: bytes = api.exec_start(created["Id"])
+            return output
 
         try:
-            await self.run(kill)
+            output = await self.run(run)
         except docker.errors.NotFound:
-            # The container is gone, and its processes with it.
-            return
+            return None
         except docker.errors.APIError as error:
-            if error.status_code == 409:  # the container is not running: nothing is left
-                return
-            self.log.warning("Could not kill tool terminal processes: %s", error.explanation)
+            if error.status_code == 409:
+                if "paused" in str(error.explanation or "").lower():
+                    raise _Paused from error
+                return None  # the container is not running: nothing is left
+            msg = f"the engine refused the kill: {error.explanation}"
+            raise RuntimeUnavailable(msg) from error
         except (docker.errors.DockerException, OSError) as error:
-            self.log.warning("Could not kill tool terminal processes: %s", error)
+            msg = f"the engine could not be reached: {error}"
+            raise RuntimeUnavailable(msg) from error
+        lines = output.strip().splitlines()
+        answer = parse_answer(lines[-1], 0) if lines else None
+        if answer is None:
+            self.log.warning("The kill in container %s did not answer", container_id[:12])
+        return answer
+
+
+class _Paused(Exception):
+    """The container is paused: nothing can run in it now."""

@@ -1,81 +1,249 @@
 """Killing a shell's processes inside its container.
 
 Docker has no call that signals an exec's processes, so the kill itself runs in the container:
-either as a one-off exec per kill, or through a *reaper*, a root shell kept running in a busy
-container that reads tags on its stdin and kills their processes. Each exec costs a round of
-``runc`` (tens of milliseconds of CPU across dockerd, containerd and runc); when sessions come
-and go in a container where others are typing, that work is what their echo waits behind.
+either as a one-off exec per kill, or through a *reaper*, a shell kept running in a busy
+container that reads requests on its stdin and kills their processes. Each exec costs a round
+of ``runc`` (tens of milliseconds of CPU across dockerd, containerd and runc); when sessions
+come and go in a container where others are typing, that work is what their echo waits behind.
+
+What the kill trusts, and what it does not:
+
+* It runs ``/bin/sh`` and, through :data:`KILL_ENVIRONMENT`, a ``PATH`` of the system
+  directories only, with the loader's and shells' start-up variables emptied. The exec's
+  environment is merged into the container's, so each is overridden, not left out: an image
+  whose ``PATH`` starts with a directory its users may write (``/opt/conda/bin`` in the Jupyter
+  docker-stacks images) must not choose the ``grep`` a root kill runs.
+* Its only external tool is ``grep``; ``kill``, ``read``, ``printf`` and ``[`` are built into
+  every ``sh`` it supports (dash, busybox ash, bash).
+* Every line a reaper reads is checked against an exact format (a request id, a verb, then
+  tags of 32 hex digits or a number) before anything runs; tags are matched as fixed strings,
+  never as patterns. Anything else is ignored, unanswered. Answers carry the request's id, so
+  a line written to the reaper's stdin from inside the container (root can open
+  ``/proc/<reaper>/fd/0``) can neither trigger a kill the server did not ask for (unless it
+  names a live tag, which such a writer could kill directly anyway) nor be taken for the
+  answer to another request.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import itertools
 import re
 
 from docker.utils.socket import STDOUT
 
-# A shell function that kills every process of the shells tagged with "$@": the processes that
-# carry a tag in their environment, and every process in their terminal sessions (which catches
-# children that cleared their environment). Processes are stopped before they are killed, in
-# rounds, so a loop that forks cannot outrun it. The container's own init session is never
-# touched, nor the shell running the function (a reaper has its own session).
-# Each round is two `grep`s over /proc, not a shell loop over every process: a container with
-# hundreds of sessions has thousands of processes, and sessions closing together wait for it.
-# In /proc/PID/stat the session id is the 6th field, after "(comm)", which may itself contain
-# ") ": the greedy `.*\)` ends at the last parenthesis, where the numeric fields begin.
-# $VAR names the tag variable; it is set in the environment of the exec running this.
-KILL_FUNCTION = r"""
-sid_of() {
-  _sid=
-  { read -r _stat < "/proc/$1/stat"; } 2>/dev/null || return 1
-  _stat=${_stat##*) }
-  set -- $_stat
-  _sid=$4
+from .launch import SESSION_TAG_VARIABLE
+
+#: The environment of every kill exec, over the container's own (the engine merges them).
+KILL_ENVIRONMENT: dict[str, str] = {
+    "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+    "IFS": " \t\n",
+    "LC_ALL": "C",
+    **dict.fromkeys(
+        (
+            "LD_PRELOAD",
+            "LD_LIBRARY_PATH",
+            "LD_AUDIT",
+            "ENV",
+            "BASH_ENV",
+            "CDPATH",
+            "SHELLOPTS",
+            "BASHOPTS",
+            "GLOBIGNORE",
+            "PS4",
+            "GREP_OPTIONS",
+            "GREP_COLOR",
+            "GREP_COLORS",
+            "LOCPATH",
+            "GCONV_PATH",
+            "NLSPATH",
+        ),
+        "",
+    ),
 }
-kill_tagged() {
-  me=$$
-  set -- $(for tag in "$@"; do printf -- "-e %s=%s " "$VAR" "$tag"; done)
-  sid_of 1; init_sid=$_sid
-  round=0
-  victims=
-  while [ "$round" -lt 6 ]; do
-    round=$((round + 1))
-    sids=
-    for file in $(grep -l "$@" /proc/[0-9]*/environ 2>/dev/null); do
-      pid=${file#/proc/}; pid=${pid%/environ}
-      [ "$pid" = "$me" ] && continue
-      sid_of "$pid" || continue
-      case "$_sid" in 0|"$init_sid"|"$me") ;; *) sids="$sids|$_sid" ;; esac
-      victims="$victims $pid"
-    done
-    if [ -n "$sids" ]; then
-      for file in $(grep -l -E "^[0-9]+ \(.*\) . -?[0-9]+ -?[0-9]+ (${sids#|}) " \
-          /proc/[0-9]*/stat 2>/dev/null); do
-        pid=${file#/proc/}; pid=${pid%/stat}
-        case "$pid" in "$me"|1) ;; *) victims="$victims $pid" ;; esac
-      done
-    fi
-    [ -z "$victims" ] && return 0
-    kill -STOP $victims 2>/dev/null
-    kill -KILL $victims 2>/dev/null
-    victims=
+
+#: How long one kill may go on freezing newcomers before it gives up (seconds).
+KILL_TIME_LIMIT = 8
+
+# Shell functions that kill processes; see the README's "What the kill guarantees".
+#
+# A *session* kill finds, in rounds: the processes carrying one of the tags in their
+# environment (readable for the kill's own uid; a root kill reads everyone's but processes of
+# other uids, which need CAP_SYS_PTRACE), every process in their terminal sessions (which
+# catches children that cleared their environment, or changed uid), and every child of any of
+# them (which catches children that left the session but not their parent). Each round stops
+# what it found, whole process groups at once: the kernel delivers a group signal to a child
+# forked meanwhile too, so a forking loop inside the group cannot outrun it. Rounds repeat
+# until one finds nothing it had not stopped already; then everything stopped is killed. The
+# rounds end after KILL_TIME_LIMIT seconds at the latest (status 1).
+#
+# An *instance* kill (the "cleanup": "instance" option, as root) stops every process of the
+# container at once (`kill -1` spares only init and the caller), kills those started after a
+# mark taken before the container's first session, and lets the others continue.
+#
+# /proc/PID/stat is "PID (COMM) STATE PPID PGRP SID ... STARTTIME(22) ...", where COMM may
+# contain ")", spaces and newlines: the file is read whole and cut at its last ")". The greps
+# over stat are only a fast preselection (not anchored, so a newline in COMM cannot hide a
+# process); every candidate is parsed exactly before it counts.
+KILL_FUNCTIONS = rf"""
+IFS=$(printf ' \t\nx'); IFS=${{IFS%x}}
+stat_of() {{
+  _st=
+  {{ while IFS= read -r _l; do _st="$_st$_l "; done; }} 2>/dev/null < "/proc/$1/stat" || return 1
+  case $_st in *") "*) _st=${{_st##*) }} ;; *) return 1 ;; esac
+}}
+uptime_s() {{
+  read -r _up _ < /proc/uptime
+  _up=${{_up%%.*}}
+}}
+consider() {{
+  case " $victims " in *" $1 "*) return 0 ;; esac
+  [ "$1" = "$me" ] && return 0
+  [ "$1" = 1 ] && return 0
+  stat_of "$1" || return 0
+  set -- "$1" "$2" $_st
+  case $3 in Z|X|x) return 0 ;; esac
+  [ "$4" = "$me" ] && return 0
+  if [ "$2" = check ]; then
+    case " $victims " in
+      *" $4 "*) ;;
+      *) case " $sids " in *" $6 "*) ;; *) return 0 ;; esac ;;
+    esac
+  fi
+  victims="$victims $1"
+  fresh_victims="$fresh_victims $1"
+  case $6 in 0|"$init_sid"|"$my_sid") return 0 ;; esac
+  case " $sids " in *" $6 "*) ;; *) sids="$sids $6"; fresh_sids="$fresh_sids $6" ;; esac
+  case $5 in 0|1|"$init_pgid"|"$my_pgid") ;; *)
+    case " $groups " in *" $5 "*) ;; *) groups="$groups $5" ;; esac ;;
+  esac
+}}
+alternatives() {{
+  _alt=
+  for _x in $1; do _alt="$_alt|$_x"; done
+  _alt=${{_alt#|}}
+}}
+scan() {{
+  victims= sids= groups= fresh_victims= fresh_sids=
+  for _f in $(grep -l -s -z -x -F "$@" /proc/[0-9]*/environ); do
+    _p=${{_f#/proc/}}
+    consider "${{_p%/environ}}" tagged
   done
-  return 1
-}
+  while [ -n "$fresh_victims$fresh_sids" ]; do
+    set --
+    alternatives "$fresh_victims"
+    [ -n "$_alt" ] && set -- -e "\) . ($_alt) "
+    alternatives "$fresh_sids"
+    [ -n "$_alt" ] && set -- "$@" -e "\) . -?[0-9]+ -?[0-9]+ ($_alt) "
+    fresh_victims= fresh_sids=
+    for _f in $(grep -l -s -E "$@" /proc/[0-9]*/stat); do
+      _p=${{_f#/proc/}}
+      consider "${{_p%/stat}}" check
+    done
+  done
+}}
+signal() {{
+  for _g in $groups; do kill -s "$1" -- "-$_g" 2>/dev/null; done
+  [ -n "$stopped" ] && kill -s "$1" $stopped 2>/dev/null
+}}
+ids_of() {{
+  _pgid= _sid=
+  stat_of "$1" || return 1
+  set -- $_st
+  _pgid=$3 _sid=$4
+}}
+kill_session() {{
+  ids_of 1; init_pgid=$_pgid init_sid=$_sid
+  ids_of "$me"; my_pgid=$_pgid my_sid=$_sid
+  _tags=
+  for _t in "$@"; do _tags="$_tags -e {SESSION_TAG_VARIABLE}=$_t"; done
+  set -- $_tags
+  uptime_s; _deadline=$((_up + {KILL_TIME_LIMIT}))
+  stopped= all_groups=
+  while :; do
+    scan "$@"
+    _new=
+    for _v in $victims; do
+      case " $stopped " in *" $_v "*) ;; *) _new="$_new $_v" ;; esac
+    done
+    all_groups="$all_groups $groups"
+    if [ -z "$_new" ]; then
+      groups=$all_groups
+      signal KILL
+      return 0
+    fi
+    stopped="$stopped $_new"
+    signal STOP
+    uptime_s
+    if [ "$_up" -ge "$_deadline" ]; then
+      groups=$all_groups
+      signal KILL
+      return 1
+    fi
+  done
+}}
+kill_instance() {{
+  stopped= groups=
+  kill -s STOP -1 2>/dev/null
+  for _f in /proc/[0-9]*/stat; do
+    _p=${{_f#/proc/}}; _p=${{_p%/stat}}
+    [ "$_p" = "$me" ] && continue
+    stat_of "$_p" || continue
+    set -- $_st
+    [ "$2" = "$me" ] && continue
+    [ "${{20}}" -gt "$_mark" ] 2>/dev/null && stopped="$stopped $_p"
+  done
+  signal KILL
+  kill -s CONT -1 2>/dev/null
+  return 0
+}}
+request() {{
+  _id=$1 _verb=$2
+  shift 2
+  case $_id in ""|*[!0-9]*) return ;; esac
+  [ "${{#_id}}" -le 9 ] || return
+  case $_verb in
+    session)
+      [ $# -ge 1 ] || return
+      for _t in "$@"; do
+        case $_t in *[!0-9a-f]*) return ;; esac
+        [ "${{#_t}}" -eq 32 ] || return
+      done
+      kill_session "$@"
+      echo "$_id done $?" ;;
+    instance)
+      [ $# -eq 1 ] || return
+      case $1 in ""|*[!0-9]*) return ;; esac
+      [ "${{#1}}" -le 18 ] || return
+      _mark=$1
+      kill_instance
+      echo "$_id done $?" ;;
+    mark)
+      [ $# -eq 0 ] || return
+      stat_of "$me" || return
+      set -- $_st
+      echo "$_id done 0 ${{20}}" ;;
+  esac
+}}
+me=$$
 """
 
-#: The one-off kill: ``sh -c KILL_ONCE_SCRIPT name TAG...``; the exit status is the function's.
-KILL_ONCE_SCRIPT = KILL_FUNCTION + 'kill_tagged "$@"\n'
+#: The one-off kill: ``sh -c KILL_ONCE_SCRIPT name VERB ARG...``; prints the answer line.
+KILL_ONCE_SCRIPT = KILL_FUNCTIONS + 'request 0 "$@"\n'
 
-#: The reaper: one line of space-separated tags in, one ``done STATUS`` line out, until stdin
-#: closes (the server stopping or retiring it, or the engine dropping the connection).
+#: The reaper: one request line in, one answer line out, until stdin closes (the server
+#: stopping or retiring it, or the engine dropping the connection). Lines that are not exactly
+#: a request are skipped before anything else is done with them.
 REAPER_SCRIPT = (
-    KILL_FUNCTION
+    KILL_FUNCTIONS
     + r"""
-while read -r tags; do
-  kill_tagged $tags
-  echo "done $?"
+while IFS= read -r _line; do
+  case $_line in ""|*[!0-9a-z\ ]*) continue ;; esac
+  [ "${#_line}" -le 4096 ] || continue
+  set -- $_line
+  [ $# -ge 2 ] && request "$@"
 done
 """
 )
@@ -87,8 +255,44 @@ REAPER_SCRIPT_VARIABLE = "JUPYTER_TOOL_TERMINAL_REAPER"
 #: The reaper's command line; short, because ``ps`` (and ``docker top``) cut long ones.
 REAPER_COMMAND = ["/bin/sh", "-c", f'eval "${REAPER_SCRIPT_VARIABLE}"']
 
-# Tags are the server's own random hex tokens; anything else never reaches a shell's `read`.
-_TAG = re.compile(r"[0-9a-f]{8,64}")
+# Tags are the server's own random hex tokens (``secrets.token_hex(16)``).
+_TAG = re.compile(r"[0-9a-f]{32}")
+_ANSWER = re.compile(rb"(\d{1,9}) done (\d{1,3})(?: (\d{1,18}))?")
+#: How many tags one request names at most (a line stays short for ``read``).
+MAX_TAGS_PER_REQUEST = 100
+
+
+@dataclasses.dataclass(frozen=True)
+class Answer:
+    """A kill's outcome: its exit status (0: all gone) and the value it reports, if any."""
+
+    status: int
+    value: int | None = None
+
+
+def request_words(verb: str, arguments: list[str]) -> list[str]:
+    """Check a request and return its words (verb first); ``ValueError`` if malformed."""
+    if verb == "session":
+        if not arguments or not all(_TAG.fullmatch(tag) for tag in arguments):
+            msg = f"not kill tags: {arguments!r}"
+            raise ValueError(msg)
+    elif verb == "instance":
+        if len(arguments) != 1 or not arguments[0].isdigit():
+            msg = f"not a mark: {arguments!r}"
+            raise ValueError(msg)
+    elif verb != "mark" or arguments:
+        msg = f"not a kill request: {verb} {arguments!r}"
+        raise ValueError(msg)
+    return [verb, *arguments]
+
+
+def parse_answer(line: bytes, request_id: int) -> Answer | None:
+    """The answer in ``line`` if it answers ``request_id``; ``None`` for any other line."""
+    match = _ANSWER.fullmatch(line.strip())
+    if match is None or int(match.group(1)) != request_id:
+        return None
+    value = match.group(3)
+    return Answer(int(match.group(2)), int(value) if value is not None else None)
 
 
 class ReaperGone(Exception):
@@ -98,40 +302,40 @@ class ReaperGone(Exception):
 class Reaper:
     """The server's end of a reaper exec: its hijacked, multiplexed (non-TTY) stream.
 
-    One kill at a time: the caller serialises requests per container.
+    One request at a time: the caller serialises requests per container.
     """
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._reader = reader
         self._writer = writer
         self._stdout = b""
+        self._ids = itertools.count(1)
         self.broken = False
 
-    async def kill(self, tags: list[str], timeout: float) -> int:
-        """Kill the tagged shells' processes; return the kill's exit status (0: all gone).
+    async def request(self, verb: str, arguments: list[str], timeout: float) -> Answer:
+        """Send one request; return its answer.
 
         Raises :class:`ReaperGone` when the reaper cannot be used any more; it is closed then.
         """
         if self.broken:
             raise ReaperGone
-        if not tags or not all(_TAG.fullmatch(tag) for tag in tags):
-            msg = f"not kill tags: {tags!r}"
-            raise ValueError(msg)
+        words = request_words(verb, arguments)
+        request_id = next(self._ids) % 10**9
         try:
-            line = await asyncio.wait_for(self._exchange(" ".join(tags)), timeout)
+            return await asyncio.wait_for(self._exchange(request_id, words), timeout)
         except (asyncio.TimeoutError, OSError, asyncio.IncompleteReadError) as error:
             self.close()
             raise ReaperGone from error
-        status = line.removeprefix(b"done ")
-        if status == line or not status.isdigit():
-            self.close()
-            raise ReaperGone
-        return int(status)
 
-    async def _exchange(self, request: str) -> bytes:
-        self._writer.write(request.encode() + b"\n")
+    async def _exchange(self, request_id: int, words: list[str]) -> Answer:
+        self._writer.write(f"{request_id} {' '.join(words)}\n".encode())
         await self._writer.drain()
-        return await self._read_line()
+        while True:
+            # Lines that answer nothing the server asked (someone in the container wrote to
+            # the reaper's stdin) are skipped.
+            answer = parse_answer(await self._read_line(), request_id)
+            if answer is not None:
+                return answer
 
     async def _read_line(self) -> bytes:
         # The stream is Docker's multiplexed framing: an 8-byte header (stream, 0, 0, 0, size as
@@ -142,6 +346,9 @@ class Reaper:
             payload = await self._reader.readexactly(int.from_bytes(header[4:8], "big"))
             if header[0] == STDOUT:
                 self._stdout += payload
+                if len(self._stdout) > 1 << 16:
+                    # Nothing the reaper prints is this long: someone else is writing.
+                    raise asyncio.IncompleteReadError(self._stdout, None)
         line, _, self._stdout = self._stdout.partition(b"\n")
         return line
 
