@@ -7,7 +7,14 @@ import typing as t
 
 import pytest
 
-from .conftest import BASE_PROCESSES, Api, InstanceFactory, container_processes, wait_until
+from .conftest import (
+    BASE_PROCESSES,
+    Api,
+    InstanceFactory,
+    container_processes,
+    wait_for_processes,
+    wait_until,
+)
 
 #: Tools a kill script could call by name; the fakes log the uid they ran as, then do the job.
 FAKED_TOOLS = ("grep", "kill", "cat", "sleep", "env", "sed", "awk", "ps", "printf", "echo", "[")
@@ -85,3 +92,220 @@ class TestUserWritablePath:
 
         await wait_until(only_base)
         assert "0" not in await asyncio.to_thread(_uids_that_ran_fakes, container)
+
+
+async def _top(container: t.Any) -> list[str]:
+    return await asyncio.to_thread(container_processes, container)
+
+
+async def _wait_started(container: t.Any, *names: str) -> None:
+    async def started() -> bool:
+        processes = await _top(container)
+        return all(any(name in p for p in processes) for name in names)
+
+    try:
+        await wait_until(started)
+    except AssertionError as error:
+        raise AssertionError(await _top(container)) from error
+
+
+async def _background(term: t.Any, container: t.Any, command: str) -> None:
+    """Start ``command`` in the background of the terminal's shell and wait until it runs."""
+    term.send("stdin", f"{command} &\r")
+    await term.run("true")
+    await _wait_started(container, command)
+
+
+async def _gone_and_stays_gone(container: t.Any, also: frozenset[str] = frozenset()) -> None:
+    """Only the container's own processes (and ``also``) remain, and a second later still."""
+    allowed = BASE_PROCESSES | also
+
+    processes = await wait_for_processes(container, allowed, timeout=5.0)
+    assert set(processes) <= allowed, processes
+    await asyncio.sleep(1.0)  # a fork chain that slipped through would have grown meanwhile
+    processes = await _top(container)
+    assert set(processes) <= allowed, processes
+
+
+@pytest.fixture(params=[None, "nobody"], ids=["root", "nobody"])
+def shell_user(request: pytest.FixtureRequest) -> str | None:
+    return t.cast("str | None", request.param)
+
+
+class TestEscapes:
+    """Routes out of a session that the kill must still catch (issue 10.2)."""
+
+    @pytest.fixture
+    def tool_types(self, shell_user: str | None) -> dict[str, t.Any]:
+        spec: dict[str, t.Any] = {"shell": ["/bin/sh"]}
+        if shell_user:
+            spec["user"] = shell_user
+        return {"sandbox": spec}
+
+    async def test_newline_in_name_and_fork_chains_are_killed(
+        self, alice: Api, make_instance: InstanceFactory
+    ) -> None:
+        container = make_instance()
+        model, term = await alice.terminal(container.name)
+        # A program whose name (its comm in /proc/PID/stat) holds a newline.
+        term.send("stdin", "n=\"/tmp/z$(printf '\\nq')\"\r")
+        term.send("stdin", "printf '#!/bin/sh\\nwhile :; do sleep 1; done\\n' > \"$n\"\r")
+        term.send("stdin", 'chmod +x "$n"; "$n" &\r')
+        term.send("stdin", "f() { f & }; f; f\r")
+        await term.run("true")
+        await _wait_started(container, "/tmp/z")
+        await alice.call("DELETE", "sessions", model["id"])
+        await _gone_and_stays_gone(container)
+
+    async def test_uid_change_inside_the_session_is_killed(
+        self, alice: Api, make_instance: InstanceFactory, shell_user: str | None
+    ) -> None:
+        if shell_user is not None:
+            pytest.skip("busybox has no setuid su: a non-root shell cannot change its uid")
+        container = make_instance()
+        model, term = await alice.terminal(container.name)
+        # Root reads no environment of another uid's process: its session still names it.
+        term.send("stdin", "su -s /bin/sh nobody -c 'sleep 1005' &\r")
+        await term.run("true")
+        await _wait_started(container, "sleep 1005")
+        await alice.call("DELETE", "sessions", model["id"])
+        await _gone_and_stays_gone(container)
+
+
+class TestUnattributable:
+    """`setsid env -i` (or `start-stop-daemon -b` running `env -i`) leaves nothing that names its session: the kernel shows the process as
+    a child of init in a session of its own, without the tag; only an instance-wide clean-up
+    gets it."""
+
+    ESCAPE = "setsid env -i sleep {} </dev/null >/dev/null 2>&1 &\r"
+
+    @pytest.fixture
+    def tool_types(self) -> dict[str, t.Any]:
+        return {
+            "sandbox": {"shell": ["/bin/sh"]},
+            "strict": {"shell": ["/bin/sh"], "cleanup": "instance"},
+        }
+
+    async def _escaped(self, alice: Api, container: t.Any, seconds: int) -> dict[str, t.Any]:
+        model, term = await alice.terminal(container.name)
+        term.send("stdin", self.ESCAPE.format(seconds))
+        await term.run("true")
+        await _wait_started(container, f"sleep {seconds}")
+        return model
+
+    @staticmethod
+    def _facts(container: t.Any, seconds: int) -> tuple[str, ...]:
+        """What the kernel shows of an escaped process, as root in the container sees it."""
+        script = (
+            f'for p in /proc/[0-9]*; do grep -q "slee[p].{seconds}" $p/cmdline 2>/dev/null'
+            " && { s=$(cat $p/stat); s=${s##*) }; set -- $s;"
+            ' echo "ppid=$2 leader=$([ $4 = ${p#/proc/} ] && echo yes) tty=$5"'
+            " $(tr '\\0' '\\n' < $p/environ | grep -c JUPYTER_TOOL_TERMINAL); }; done"
+        )
+        result = container.exec_run(["/bin/sh", "-c", script], user="0")
+        return tuple(result.output.decode().split())
+
+    async def test_session_cleanup_cannot_attribute_it(
+        self, alice: Api, make_instance: InstanceFactory
+    ) -> None:
+        container = make_instance()
+        first = await self._escaped(alice, container, 1111)
+        await self._escaped(alice, container, 2222)
+        # Same facts for both: reparented to init, a session of its own, no terminal, no tag.
+        assert self._facts(container, 1111) == ("ppid=1", "leader=yes", "tty=0", "0")
+        assert self._facts(container, 2222) == self._facts(container, 1111)
+        await alice.call("DELETE", "sessions", first["id"])
+        assert any("sleep 1111" in p for p in await _top(container))
+
+    async def test_instance_cleanup_kills_everything_started_since_the_first_session(
+        self, alice: Api, make_instance: InstanceFactory
+    ) -> None:
+        container = make_instance(tool="strict")
+        await asyncio.to_thread(container.exec_run, ["sleep", "3333"], detach=True)
+        await _wait_started(container, "sleep 3333")
+        first = await self._escaped(alice, container, 1111)
+        second, term = await alice.terminal(container.name)
+        term.send("stdin", "start-stop-daemon -S -b -x /bin/env -- -i /bin/sleep 5555\r")
+        await term.run("true")
+        await _wait_started(container, "sleep 5555")
+        await alice.call("DELETE", "sessions", first["id"])
+        # Another session still runs: nothing that might be its own is touched.
+        assert any("sleep 1111" in p for p in await _top(container))
+        await alice.call("DELETE", "sessions", second["id"])
+        await _gone_and_stays_gone(container, also=frozenset({"sleep 3333"}))
+        # The next first session takes a new mark, and works as before.
+        third = await self._escaped(alice, container, 4444)
+        await alice.call("DELETE", "sessions", third["id"])
+        await _gone_and_stays_gone(container, also=frozenset({"sleep 3333"}))
+
+
+def _reaper_pid(container: t.Any) -> str:
+    script = (
+        "for p in /proc/[0-9]*; do grep -q 'TERMINAL_REAP[E]R' $p/cmdline 2>/dev/null"
+        " && echo ${p#/proc/}; done"
+    )
+    (pid,) = container.exec_run(["/bin/sh", "-c", script], user="0").output.decode().split()
+    return str(pid)
+
+
+async def test_lines_written_to_the_reaper_from_the_container_kill_nothing(
+    alice: Api, make_instance: InstanceFactory
+) -> None:
+    """Root in the container can write to the reaper's stdin (issue 10.5)."""
+    container = make_instance()
+    _, keeper = await alice.terminal(container.name)
+    await _background(keeper, container, "sleep 2001")
+    model, _ = await alice.terminal(container.name)
+    await alice.call("DELETE", "sessions", model["id"])  # starts the reaper
+    pid = await asyncio.to_thread(_reaper_pid, container)
+    for line in (".", "1 session .", "2 session .*", "done 0", "7 done 0", "x" * 5000):
+        result = await asyncio.to_thread(
+            container.exec_run,
+            ["/bin/sh", "-c", 'printf "%s\\n" "$1" > "/proc/$2/fd/0"', "w", line, pid],
+            user="0",
+        )
+        assert result.exit_code == 0, result.output
+    # Nothing was killed by those lines, and the next kill's answer is its own.
+    model, term = await alice.terminal(container.name)
+    await _background(term, container, "sleep 2002")
+    await alice.call("DELETE", "sessions", model["id"])
+    processes = await _top(container)
+    assert not any("sleep 2002" in p for p in processes), processes
+    assert any("sleep 2001" in p for p in processes), processes
+    assert await keeper.run("echo alive") == "alive\r\n"
+
+
+class TestPaused:
+    """A kill that cannot run in a paused container waits for it (issue 10.3)."""
+
+    @pytest.fixture
+    def tool_types(self, shell_user: str | None) -> dict[str, t.Any]:
+        spec: dict[str, t.Any] = {"shell": ["/bin/sh"]}
+        if shell_user:
+            spec["user"] = shell_user
+        return {"sandbox": spec}
+
+    @pytest.mark.parametrize("beside", [False, True], ids=["alone", "beside-a-reaper"])
+    async def test_delete_in_a_paused_container_kills_once_it_is_unpaused(
+        self, alice: Api, make_instance: InstanceFactory, beside: bool
+    ) -> None:
+        container = make_instance()
+        if beside:
+            # Another session and a reaper: the kill would go to the (frozen) reaper.
+            await alice.terminal(container.name)
+            first, _ = await alice.terminal(container.name)
+            await alice.call("DELETE", "sessions", first["id"])
+        model, term = await alice.terminal(container.name)
+        await _background(term, container, "sleep 3001")
+        await asyncio.to_thread(container.pause)
+        try:
+            began = asyncio.get_running_loop().time()
+            await alice.call("DELETE", "sessions", model["id"])
+            assert asyncio.get_running_loop().time() - began < 5.0
+        finally:
+            await asyncio.to_thread(container.unpause)
+
+        async def gone() -> bool:
+            return not any("sleep 3001" in p for p in await _top(container))
+
+        await wait_until(gone)

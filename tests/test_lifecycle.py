@@ -14,6 +14,7 @@ from jupyter_tool_terminal.runtime.reaper import REAPER_COMMAND
 
 from .conftest import (
     BASE_PROCESSES,
+    TOOL_TYPES,
     Api,
     InstanceFactory,
     container_processes,
@@ -23,6 +24,15 @@ from .conftest import (
 
 #: The reaper as `docker top` shows it.
 REAPER_PROCESS = " ".join(REAPER_COMMAND)
+
+
+@pytest.fixture(params=[None, "nobody"], ids=["root", "nobody"])
+def tool_types(request: pytest.FixtureRequest) -> dict[str, t.Any]:
+    """Every end path, for a shell of the image's user (root) and of a non-root `user`
+    (root in the container cannot read another uid's environment, where the kill tag is)."""
+    if request.param is None:
+        return TOOL_TYPES
+    return {**TOOL_TYPES, "sandbox": {**TOOL_TYPES["sandbox"], "user": request.param}}
 
 
 async def _busy_terminal(alice: Api, container: t.Any) -> tuple[dict[str, t.Any], t.Any]:
@@ -256,3 +266,26 @@ async def test_a_silent_reaper_does_not_hold_up_a_close(
         return not await _reaper_running(container)
 
     await wait_until(reaper_gone)
+
+
+async def test_reset_kills_everything(alice: Api, make_instance: InstanceFactory) -> None:
+    container = make_instance()
+    model, _ = await _busy_terminal(alice, container)
+    await alice.call("POST", "sessions", model["id"], "reset")
+    # Only the new shell is left.
+    processes = await wait_for_processes(container, BASE_PROCESSES | {"/bin/sh"})
+    assert sorted(set(processes) - BASE_PROCESSES) == ["/bin/sh"], processes
+
+
+class TestIdle:
+    @pytest.fixture
+    def extension_config(self) -> dict[str, t.Any]:
+        return {"idle_timeout": 1.0}
+
+    async def test_an_idle_session_is_killed(
+        self, alice: Api, make_instance: InstanceFactory
+    ) -> None:
+        container = make_instance()
+        _, term = await _busy_terminal(alice, container)
+        await term.expect_frame("disconnect", timeout=10)
+        await _assert_only_base(container)
