@@ -272,9 +272,12 @@ async def test_reset_kills_everything(alice: Api, make_instance: InstanceFactory
     container = make_instance()
     model, _ = await _busy_terminal(alice, container)
     await alice.call("POST", "sessions", model["id"], "reset")
-    # Only the new shell is left.
-    processes = await wait_for_processes(container, BASE_PROCESSES | {"/bin/sh"})
-    assert sorted(set(processes) - BASE_PROCESSES) == ["/bin/sh"], processes
+
+    async def only_the_new_shell() -> bool:
+        processes = await asyncio.to_thread(container_processes, container)
+        return sorted(set(processes) - BASE_PROCESSES) == ["/bin/sh"]
+
+    await wait_until(only_the_new_shell)
 
 
 class TestIdle:
