@@ -150,8 +150,9 @@ class TestEscapes:
         # A program whose name (its comm in /proc/PID/stat) holds a newline.
         term.send("stdin", "n=\"/tmp/z$(printf '\\nq')\"\r")
         term.send("stdin", "printf '#!/bin/sh\\nwhile :; do sleep 1; done\\n' > \"$n\"\r")
-        term.send("stdin", 'chmod +x "$n"; "$n" &\r')
-        term.send("stdin", "f() { f & }; f; f\r")
+        # Without the tag, only its terminal session names it as the shell's.
+        term.send("stdin", 'chmod +x "$n"; env -i "$n" &\r')
+        term.send("stdin", "f() { f & }; f; f; f; f\r")
         await term.run("true")
         await _wait_started(container, "/tmp/z")
         await alice.call("DELETE", "sessions", model["id"])
