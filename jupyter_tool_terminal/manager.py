@@ -16,6 +16,8 @@ from .tooltypes import ToolType
 
 #: Instance ids are container names, which Docker restricts to this (with a length cap here).
 INSTANCE_ID = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$")
+#: What a request for a new session is told while the server stops.
+SHUTTING_DOWN = "The server is shutting down; it opens no new tool terminals."
 #: Session ids are ``secrets.token_urlsafe(24)``.
 SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{32}$")
 
@@ -50,6 +52,12 @@ class LimitReached(SessionError):
 
 class EngineUnavailable(SessionError):
     """The container engine failed."""
+
+    status = 503
+
+
+class ShuttingDown(SessionError):
+    """The server is stopping: it starts no new session."""
 
     status = 503
 
@@ -97,6 +105,11 @@ class SessionManager:
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task[t.Any]] = set()
         self._cull_task: asyncio.Task[None] | None = None
+        # Shutdown refuses new sessions and waits for those being created.
+        self._stopping = False
+        self._creating = 0
+        self._none_creating = asyncio.Event()
+        self._none_creating.set()
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -149,7 +162,30 @@ class SessionManager:
         """Start a session in the caller's instance ``instance_id``.
 
         ``owner`` is the owner label the caller acts as; ``username`` their Jupyter username.
+        While the server shuts down, :class:`ShuttingDown` refuses it; a session whose start
+        the shutdown overtook is killed and refused the same way.
         """
+        self._refuse_if_stopping()
+        self._creating += 1
+        self._none_creating.clear()
+        try:
+            session = await self._create_session(owner, instance_id, username)
+            try:
+                self._refuse_if_stopping()
+            except ShuttingDown:
+                await session.close("server shutdown")
+                raise
+            return session
+        finally:
+            self._creating -= 1
+            if not self._creating:
+                self._none_creating.set()
+
+    def _refuse_if_stopping(self) -> None:
+        if self._stopping:
+            raise ShuttingDown(SHUTTING_DOWN)
+
+    async def _create_session(self, owner: str, instance_id: t.Any, username: str) -> Session:
         started = time.monotonic()
         if not valid_instance_id(instance_id):
             msg = "No such tool instance for this user."
@@ -278,7 +314,13 @@ class SessionManager:
                     self._spawn_task(session.close("idle"))
 
     async def shutdown(self) -> None:
-        """End every session, killing their processes; used when the server stops."""
+        """End every session, killing their processes; used when the server stops.
+
+        New sessions are refused from now on; those being created are waited for first (each
+        is bounded by the engine's own timeouts), so that none is left out of the kill.
+        """
+        self._stopping = True
+        await self._none_creating.wait()
         if self._cull_task is not None:
             self._cull_task.cancel()
             self._cull_task = None

@@ -174,9 +174,9 @@ class TestEscapes:
 
 
 class TestUnattributable:
-    """`setsid env -i` (or `start-stop-daemon -b` running `env -i`) leaves nothing that names its session: the kernel shows the process as
-    a child of init in a session of its own, without the tag; only an instance-wide clean-up
-    gets it."""
+    """`setsid env -i` (or `start-stop-daemon -b` running `env -i`) leaves nothing that names
+    its session: the kernel shows the process as a child of init in a session of its own,
+    without the tag; only an instance-wide clean-up gets it."""
 
     ESCAPE = "setsid env -i sleep {} </dev/null >/dev/null 2>&1 &\r"
 

@@ -15,7 +15,13 @@ from pathlib import Path
 from tornado.httpclient import AsyncHTTPClient
 from tornado.websocket import websocket_connect
 
-from .conftest import BASE_PROCESSES, InstanceFactory, wait_for_processes
+from .conftest import (
+    BASE_PROCESSES,
+    InstanceFactory,
+    container_processes,
+    wait_for_processes,
+    wait_until,
+)
 from .terminal_client import TerminalClient
 
 
@@ -38,11 +44,9 @@ async def _wait_for_server(url: str, headers: dict[str, str], process: t.Any) ->
     raise AssertionError(msg)
 
 
-async def test_sigterm_with_20_sessions_kills_every_process(
-    make_instance: InstanceFactory, tmp_path: Path
-) -> None:
-    containers = [make_instance(owner="dana"), make_instance(owner="dana")]
-    port, token = _free_port(), "sigterm-test-token"
+def _start_server(tmp_path: Path, max_sessions_per_user: int, stderr: t.Any) -> tuple[t.Any, int]:
+    """A real `jupyter server` with the extension, owned by dana; returns (process, port)."""
+    port = _free_port()
     config = tmp_path / "jupyter_server_config.json"
     config.write_text(
         json.dumps(
@@ -53,17 +57,17 @@ async def test_sigterm_with_20_sessions_kills_every_process(
                     "open_browser": False,
                     "allow_root": True,
                 },
-                "IdentityProvider": {"token": token},
+                "IdentityProvider": {"token": TOKEN},
                 "ToolTerminalApp": {
                     "owner": "dana",
                     "tool_types": {"sandbox": {}},
-                    "max_sessions_per_user": 20,
+                    "max_sessions_per_user": max_sessions_per_user,
                 },
             }
         )
     )
     env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path), "JUPYTER_RUNTIME_DIR": str(tmp_path)}
-    process = subprocess.Popen(  # noqa: ASYNC220 - Popen returns at once; waits are threaded
+    process = subprocess.Popen(
         [
             sys.executable,
             "-m",
@@ -74,8 +78,20 @@ async def test_sigterm_with_20_sessions_kills_every_process(
         ],
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=stderr,
     )
+    return process, port
+
+
+TOKEN = "sigterm-test-token"
+
+
+async def test_sigterm_with_20_sessions_kills_every_process(
+    make_instance: InstanceFactory, tmp_path: Path
+) -> None:
+    containers = [make_instance(owner="dana"), make_instance(owner="dana")]
+    token = TOKEN
+    process, port = _start_server(tmp_path, 20, subprocess.DEVNULL)
     try:
         base = f"http://127.0.0.1:{port}"
         headers = {"Authorization": f"token {token}"}
@@ -104,6 +120,61 @@ async def test_sigterm_with_20_sessions_kills_every_process(
         for container in containers:
             processes = await wait_for_processes(container, BASE_PROCESSES)
             assert set(processes) <= BASE_PROCESSES, processes
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+async def test_sigterm_while_sessions_are_being_created(
+    make_instance: InstanceFactory, tmp_path: Path
+) -> None:
+    """Creations in flight when SIGTERM arrives are waited for and killed; later ones are
+    refused with 503 and a message, never a 500 or a traceback (issue 10.4)."""
+    containers = [make_instance(owner="dana"), make_instance(owner="dana")]
+    log = tmp_path / "server.log"
+    with log.open("wb") as stderr:
+        process, port = _start_server(tmp_path, 40, stderr)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        headers = {"Authorization": f"token {TOKEN}"}
+        await _wait_for_server(f"{base}/api/status", headers, process)
+        http = AsyncHTTPClient(force_instance=True, max_clients=40)
+
+        async def create(container: t.Any) -> int:
+            try:
+                response = await http.fetch(
+                    f"{base}/tool-terminal/api/sessions",
+                    method="POST",
+                    headers=headers,
+                    body=json.dumps({"instance": container.name}),
+                    raise_error=False,
+                )
+            except OSError:
+                return 0  # the server closed the connection while stopping
+            if response.code == 503:
+                assert "shutting down" in json.loads(response.body)["message"], response.body
+            return response.code
+
+        requests = [asyncio.ensure_future(create(c)) for c in containers * 20]
+
+        async def a_shell_started() -> bool:
+            processes = await asyncio.to_thread(container_processes, containers[0])
+            return "/bin/sh" in processes
+
+        # The first shells run: the others are on their way through the server and engine.
+        await wait_until(a_shell_started, timeout=30)
+        process.send_signal(signal.SIGTERM)
+        codes = await asyncio.gather(*requests)
+        assert await asyncio.to_thread(process.wait, 30) == 0
+        assert set(codes) <= {0, 201, 503, 599}, codes
+        for container in containers:
+            processes = await wait_for_processes(container, BASE_PROCESSES)
+            assert set(processes) <= BASE_PROCESSES, processes
+        text = log.read_text()
+        assert "Traceback" not in text
+        # Some sessions were opened, and every one of them was closed again.
+        assert 0 < text.count(" opened in ") == text.count(" closed: "), text
     finally:
         if process.poll() is None:
             process.kill()
