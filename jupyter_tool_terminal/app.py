@@ -41,8 +41,11 @@ class ToolTerminalApp(ExtensionApp):
         command, a non-empty list of strings; default ["/bin/sh"]), `startup_command` (a shell
         command run in the terminal before the shell; its `cd` and `export` carry over),
         `user` (the exec user; default the image's), `workdir` (an absolute path), `env`
-        (variables added to the terminal's environment) and `icon` (an SVG string). A tool type
-        with an unknown key or a bad value disables the extension with an error at start-up.""",
+        (variables added to the terminal's environment), `icon` (an SVG string) and `cleanup`
+        ("session", the default: a session's end kills its own processes; "instance": when an
+        instance's last session ends, every process started since its first one is killed, as
+        root, including those no session can be told by). A tool type with an unknown key or a
+        bad value disables the extension with an error at start-up.""",
     ).tag(config=True)
 
     max_sessions_per_user = Integer(

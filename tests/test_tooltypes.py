@@ -90,3 +90,10 @@ class TestMisconfiguredServer:
         # Logged at start-up, on the server's error stream.
         logged = capfd.readouterr().err
         assert "jupyter_tool_terminal is disabled: tool type 'bad': 'shell' must be" in logged
+
+
+def test_cleanup_is_session_or_instance() -> None:
+    assert parse_tool_type("a", {}).cleanup == "session"
+    assert parse_tool_type("a", {"cleanup": "instance"}).cleanup == "instance"
+    with pytest.raises(ToolTypeError, match="cleanup"):
+        parse_tool_type("a", {"cleanup": "everything"})

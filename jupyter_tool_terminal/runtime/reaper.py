@@ -73,8 +73,9 @@ KILL_TIME_LIMIT = 8
 # environment (readable for the kill's own uid; a root kill reads everyone's but processes of
 # other uids, which need CAP_SYS_PTRACE), every process in their terminal sessions (which
 # catches children that cleared their environment, or changed uid), and every child of any of
-# them (which catches children that left the session but not their parent). Each round stops
-# what it found, whole process groups at once: the kernel delivers a group signal to a child
+# them (which catches children that left the session but not their parent; a round looks one
+# generation further than the last, the next round the next). Each round stops what it found,
+# whole process groups at once: the kernel delivers a group signal to a child
 # forked meanwhile too, so a forking loop inside the group cannot outrun it. Rounds repeat
 # until one finds nothing it had not stopped already; then everything stopped is killed. The
 # rounds end after KILL_TIME_LIMIT seconds at the latest (status 1).
@@ -113,9 +114,8 @@ consider() {{
     esac
   fi
   victims="$victims $1"
-  fresh_victims="$fresh_victims $1"
   case $6 in 0|"$init_sid"|"$my_sid") return 0 ;; esac
-  case " $sids " in *" $6 "*) ;; *) sids="$sids $6"; fresh_sids="$fresh_sids $6" ;; esac
+  case " $sids " in *" $6 "*) ;; *) sids="$sids $6" ;; esac
   case $5 in 0|1|"$init_pgid"|"$my_pgid") ;; *)
     case " $groups " in *" $5 "*) ;; *) groups="$groups $5" ;; esac ;;
   esac
@@ -126,22 +126,18 @@ alternatives() {{
   _alt=${{_alt#|}}
 }}
 scan() {{
-  victims= sids= groups= fresh_victims= fresh_sids=
   for _f in $(grep -l -s -z -x -F "$@" /proc/[0-9]*/environ); do
     _p=${{_f#/proc/}}
     consider "${{_p%/environ}}" tagged
   done
-  while [ -n "$fresh_victims$fresh_sids" ]; do
-    set --
-    alternatives "$fresh_victims"
-    [ -n "$_alt" ] && set -- -e "\) . ($_alt) "
-    alternatives "$fresh_sids"
-    [ -n "$_alt" ] && set -- "$@" -e "\) . -?[0-9]+ -?[0-9]+ ($_alt) "
-    fresh_victims= fresh_sids=
-    for _f in $(grep -l -s -E "$@" /proc/[0-9]*/stat); do
-      _p=${{_f#/proc/}}
-      consider "${{_p%/stat}}" check
-    done
+  [ -n "$victims" ] || return 0
+  alternatives "$victims"
+  _re="($_alt)"
+  alternatives "$sids"
+  [ -n "$_alt" ] && _re="($_re|-?[0-9]+ -?[0-9]+ ($_alt))"
+  for _f in $(grep -l -s -E "\) . $_re " /proc/[0-9]*/stat); do
+    _p=${{_f#/proc/}}
+    consider "${{_p%/stat}}" check
   done
 }}
 signal() {{
@@ -161,16 +157,14 @@ kill_session() {{
   for _t in "$@"; do _tags="$_tags -e {SESSION_TAG_VARIABLE}=$_t"; done
   set -- $_tags
   uptime_s; _deadline=$((_up + {KILL_TIME_LIMIT}))
-  stopped= all_groups=
+  stopped= victims= sids= groups=
   while :; do
     scan "$@"
     _new=
     for _v in $victims; do
       case " $stopped " in *" $_v "*) ;; *) _new="$_new $_v" ;; esac
     done
-    all_groups="$all_groups $groups"
     if [ -z "$_new" ]; then
-      groups=$all_groups
       signal KILL
       return 0
     fi
@@ -178,7 +172,6 @@ kill_session() {{
     signal STOP
     uptime_s
     if [ "$_up" -ge "$_deadline" ]; then
-      groups=$all_groups
       signal KILL
       return 1
     fi
