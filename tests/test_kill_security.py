@@ -7,6 +7,8 @@ import typing as t
 
 import pytest
 
+from jupyter_tool_terminal.runtime.reaper import REAPER_COMMAND
+
 from .conftest import (
     BASE_PROCESSES,
     Api,
@@ -16,6 +18,8 @@ from .conftest import (
     wait_until,
 )
 
+#: The reaper as `docker top` shows it.
+REAPER = " ".join(REAPER_COMMAND)
 #: Tools a kill script could call by name; the fakes log the uid they ran as, then do the job.
 FAKED_TOOLS = ("grep", "kill", "cat", "sleep", "env", "sed", "awk", "ps", "printf", "echo", "[")
 
@@ -129,23 +133,30 @@ async def _gone_and_stays_gone(container: t.Any, also: frozenset[str] = frozense
 
 @pytest.fixture(params=[None, "nobody"], ids=["root", "nobody"])
 def shell_user(request: pytest.FixtureRequest) -> str | None:
+    """The tool type's `user`: the image's (root) or a non-root one."""
     return t.cast("str | None", request.param)
+
+
+@pytest.fixture
+def tool_types(shell_user: str | None) -> dict[str, t.Any]:
+    spec: dict[str, t.Any] = {"shell": ["/bin/sh"]}
+    if shell_user:
+        spec["user"] = shell_user
+    return {"sandbox": spec}
 
 
 class TestEscapes:
     """Routes out of a session that the kill must still catch (issue 10.2)."""
 
-    @pytest.fixture
-    def tool_types(self, shell_user: str | None) -> dict[str, t.Any]:
-        spec: dict[str, t.Any] = {"shell": ["/bin/sh"]}
-        if shell_user:
-            spec["user"] = shell_user
-        return {"sandbox": spec}
-
     async def test_newline_in_name_and_fork_chains_are_killed(
         self, alice: Api, make_instance: InstanceFactory
     ) -> None:
         container = make_instance()
+        # Another session of the same user, with a job its user stopped: the kill may freeze
+        # it for a moment (a forking loop), but leaves it running, and the job stopped.
+        _, keeper = await alice.terminal(container.name)
+        await _background(keeper, container, "sleep 2003")
+        await keeper.run("kill -STOP $!")
         model, term = await alice.terminal(container.name)
         # A program whose name (its comm in /proc/PID/stat) holds a newline.
         term.send("stdin", "n=\"/tmp/z$(printf '\\nq')\"\r")
@@ -156,7 +167,9 @@ class TestEscapes:
         await term.run("true")
         await _wait_started(container, "/tmp/z")
         await alice.call("DELETE", "sessions", model["id"])
-        await _gone_and_stays_gone(container)
+        await _gone_and_stays_gone(container, also=frozenset({"/bin/sh", "sleep 2003", REAPER}))
+        assert await keeper.run("echo alive") == "alive\r\n"
+        assert (await keeper.run("grep State /proc/$!/status")).split()[1] == "T"
 
     async def test_uid_change_inside_the_session_is_killed(
         self, alice: Api, make_instance: InstanceFactory, shell_user: str | None
@@ -250,9 +263,9 @@ def _reaper_pid(container: t.Any) -> str:
 
 
 async def test_lines_written_to_the_reaper_from_the_container_kill_nothing(
-    alice: Api, make_instance: InstanceFactory
+    alice: Api, make_instance: InstanceFactory, shell_user: str | None
 ) -> None:
-    """Root in the container can write to the reaper's stdin (issue 10.5)."""
+    """The reaper's own user (root, or the shells' user) can write to its stdin (issue 10.5)."""
     container = make_instance()
     _, keeper = await alice.terminal(container.name)
     await _background(keeper, container, "sleep 2001")
@@ -263,7 +276,7 @@ async def test_lines_written_to_the_reaper_from_the_container_kill_nothing(
         result = await asyncio.to_thread(
             container.exec_run,
             ["/bin/sh", "-c", 'printf "%s\\n" "$1" > "/proc/$2/fd/0"', "w", line, pid],
-            user="0",
+            user=shell_user or "0",
         )
         assert result.exit_code == 0, result.output
     # Nothing was killed by those lines, and the next kill's answer is its own.
@@ -278,13 +291,6 @@ async def test_lines_written_to_the_reaper_from_the_container_kill_nothing(
 
 class TestPaused:
     """A kill that cannot run in a paused container waits for it (issue 10.3)."""
-
-    @pytest.fixture
-    def tool_types(self, shell_user: str | None) -> dict[str, t.Any]:
-        spec: dict[str, t.Any] = {"shell": ["/bin/sh"]}
-        if shell_user:
-            spec["user"] = shell_user
-        return {"sandbox": spec}
 
     @pytest.mark.parametrize("beside", [False, True], ids=["alone", "beside-a-reaper"])
     async def test_delete_in_a_paused_container_kills_once_it_is_unpaused(

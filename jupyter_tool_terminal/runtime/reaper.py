@@ -78,7 +78,10 @@ KILL_TIME_LIMIT = 8
 # whole process groups at once: the kernel delivers a group signal to a child
 # forked meanwhile too, so a forking loop inside the group cannot outrun it. Rounds repeat
 # until one finds nothing it had not stopped already; then everything stopped is killed. The
-# rounds end after KILL_TIME_LIMIT seconds at the latest (status 1).
+# rounds end after KILL_TIME_LIMIT seconds at the latest (status 1). When tagged processes
+# vanish before a round can read them (a loop forking faster than a scan), the kill first
+# freezes every process it may signal with `kill -1`, which no fork escapes, and continues
+# all but its victims (and those that were stopped already) at the end.
 #
 # An *instance* kill (the "cleanup": "instance" option, as root) stops every process of the
 # container at once (`kill -1` spares only init and the caller), kills those started after a
@@ -103,7 +106,10 @@ consider() {{
   case " $victims " in *" $1 "*) return 0 ;; esac
   [ "$1" = "$me" ] && return 0
   [ "$1" = 1 ] && return 0
-  stat_of "$1" || return 0
+  if ! stat_of "$1"; then
+    [ "$2" = tagged ] && vanished=1
+    return 0
+  fi
   set -- "$1" "$2" $_st
   case $3 in Z|X|x) return 0 ;; esac
   [ "$4" = "$me" ] && return 0
@@ -126,6 +132,7 @@ alternatives() {{
   _alt=${{_alt#|}}
 }}
 scan() {{
+  vanished=
   for _f in $(grep -l -s -z -x -F "$@" /proc/[0-9]*/environ); do
     _p=${{_f#/proc/}}
     consider "${{_p%/environ}}" tagged
@@ -150,6 +157,28 @@ ids_of() {{
   set -- $_st
   _pgid=$3 _sid=$4
 }}
+freeze_all() {{
+  held=
+  for _f in /proc/[0-9]*/stat; do
+    _p=${{_f#/proc/}}; _p=${{_p%/stat}}
+    stat_of "$_p" && case $_st in T*|t*) held="$held $_p" ;; esac
+  done
+  kill -s STOP -1 2>/dev/null
+  frozen=1
+}}
+thaw_others() {{
+  _others=
+  for _f in /proc/[0-9]*/stat; do
+    _p=${{_f#/proc/}}; _p=${{_p%/stat}}
+    case " $stopped $held " in *" $_p "*) ;; *) _others="$_others $_p" ;; esac
+  done
+  [ -n "$_others" ] && kill -s CONT $_others 2>/dev/null
+}}
+finish() {{
+  signal KILL
+  [ -n "$frozen" ] && thaw_others
+  return "$1"
+}}
 kill_session() {{
   ids_of 1; init_pgid=$_pgid init_sid=$_sid
   ids_of "$me"; my_pgid=$_pgid my_sid=$_sid
@@ -157,22 +186,26 @@ kill_session() {{
   for _t in "$@"; do _tags="$_tags -e {SESSION_TAG_VARIABLE}=$_t"; done
   set -- $_tags
   uptime_s; _deadline=$((_up + {KILL_TIME_LIMIT}))
-  stopped= victims= sids= groups=
+  stopped= victims= sids= groups= frozen= held=
   while :; do
     scan "$@"
+    if [ -n "$vanished" ] && [ -z "$frozen" ]; then
+      # Tagged processes die faster than a scan reads them: a forking loop. Everything this
+      # kill may signal is frozen at once (the kernel's `kill -1` reaches children forked
+      # meanwhile too), looked at in peace, and all but the victims continued afterwards.
+      freeze_all
+      continue
+    fi
     _new=
     for _v in $victims; do
       case " $stopped " in *" $_v "*) ;; *) _new="$_new $_v" ;; esac
     done
-    if [ -z "$_new" ]; then
-      signal KILL
-      return 0
-    fi
+    [ -z "$_new" ] && finish 0 && return 0
     stopped="$stopped $_new"
     signal STOP
     uptime_s
     if [ "$_up" -ge "$_deadline" ]; then
-      signal KILL
+      finish 1
       return 1
     fi
   done
