@@ -316,3 +316,30 @@ class TestPaused:
             return not any("sleep 3001" in p for p in await _top(container))
 
         await wait_until(gone)
+
+
+class TestBecomingRoot:
+    """A non-root shell that becomes root through a setuid binary (here a setuid `setpriv`,
+    as `sudo` would): its kill, running as the shell's user, cannot signal that process; only
+    the instance-wide clean-up, running as root, ends it (as the README says)."""
+
+    @pytest.fixture
+    def tool_types(self) -> dict[str, t.Any]:
+        spec: dict[str, t.Any] = {"shell": ["/bin/sh"], "user": "1000:1000", "env": {"PS1": ""}}
+        return {"debian": spec, "strict": {**spec, "cleanup": "instance"}}
+
+    @pytest.mark.parametrize("tool", ["debian", "strict"])
+    async def test_a_setuid_root_process(
+        self, alice: Api, make_instance: InstanceFactory, debian_image: str, tool: str
+    ) -> None:
+        container = make_instance(tool=tool, image=debian_image)
+        result = container.exec_run(["chmod", "4755", "/usr/bin/setpriv"], user="0")
+        assert result.exit_code == 0, result.output
+        model, term = await alice.terminal(container.name)
+        term.send("stdin", "setpriv --reuid=0 --regid=0 --clear-groups sleep 1006 &\r")
+        await term.run("true")
+        await _wait_started(container, "sleep 1006")
+        await alice.call("DELETE", "sessions", model["id"])
+        processes = await wait_for_processes(container, BASE_PROCESSES, timeout=2.0)
+        survived = any("sleep 1006" in p for p in processes)
+        assert survived is (tool == "debian"), processes
