@@ -426,6 +426,22 @@ class DockerRuntime(ToolRuntime):
                 self._live_tags.setdefault(target, set()).add(tag)
         else:
             self._live_tags.setdefault(target, set()).add(tag)
+        try:
+            exec_id, sock = await self._start_exec(instance, tool, tag)
+        except BaseException:
+            # No shell runs with this tag: it must not count as a live shell of the container.
+            live = self._live_tags.get(target)
+            if live is not None:
+                live.discard(tag)
+                if not live:
+                    self._live_tags.pop(target, None)
+            raise
+        return await self._channel(_Exec(instance.container_id, exec_id, tag, target[1]), sock)
+
+    async def _start_exec(
+        self, instance: DockerInstance, tool: ToolType, tag: str
+    ) -> tuple[str, t.Any]:
+        """Create and start the shell's exec; its id and hijacked socket."""
         environment = shell_environment(tool, tag=tag, has_lang="LANG" in instance.env_names)
         try:
             created = await self.call(
@@ -450,7 +466,7 @@ class DockerRuntime(ToolRuntime):
         except docker.errors.NotFound as error:
             msg = "the tool instance is gone"
             raise RuntimeUnavailable(msg) from error
-        return await self._channel(_Exec(instance.container_id, exec_id, tag, target[1]), sock)
+        return exec_id, sock
 
     async def _channel(self, shell: _Exec, sock: t.Any) -> ShellChannel:
         stream = await self._loop_stream(sock)
