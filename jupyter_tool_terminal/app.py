@@ -75,7 +75,8 @@ class ToolTerminalApp(ExtensionApp):
         60,
         min=0,
         help="""Seconds a session created over REST waits for its first WebSocket client
-        before it is closed.""",
+        before it is closed. 0 turns this off: such a session then lasts until it is deleted,
+        its shell exits, it goes idle (`idle_timeout`) or the server stops.""",
     ).tag(config=True)
 
     replay_buffer_size = Integer(

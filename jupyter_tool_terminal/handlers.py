@@ -159,14 +159,19 @@ class SessionsHandler(ToolTerminalAPIHandler):
         self.finish(json.dumps(session.model()))
 
 
-class SessionHandler(ToolTerminalAPIHandler):
-    """``GET``/``DELETE /tool-terminal/api/sessions/{id}``."""
+class OwnSessionHandler(ToolTerminalAPIHandler):
+    """Base of the handlers of one of the caller's sessions (no methods of its own: each
+    route answers only the methods it defines, anything else 405)."""
 
     def _session(self, session_id: str) -> Session:
         try:
             return self.tool_sessions.get_session(self.owner(), session_id)
         except SessionError as error:
             self.fail(error)
+
+
+class SessionHandler(OwnSessionHandler):
+    """``GET``/``DELETE /tool-terminal/api/sessions/{id}``."""
 
     @web.authenticated
     @authorized
@@ -184,7 +189,7 @@ class SessionHandler(ToolTerminalAPIHandler):
         self.finish()
 
 
-class SessionResetHandler(SessionHandler):
+class SessionResetHandler(OwnSessionHandler):
     """``POST /tool-terminal/api/sessions/{id}/reset``: restart the session's shell."""
 
     @web.authenticated

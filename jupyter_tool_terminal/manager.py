@@ -15,9 +15,10 @@ from .session import Session
 from .tooltypes import ToolType
 
 #: Instance ids are container names, which Docker restricts to this (with a length cap here).
-INSTANCE_ID = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$")
+#: Every id pattern is used with ``fullmatch``: ``$`` would also match before a final newline.
+INSTANCE_ID = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}")
 #: Session ids are ``secrets.token_urlsafe(24)``.
-SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{32}$")
+SESSION_ID = re.compile(r"[A-Za-z0-9_-]{32}")
 
 
 class SessionError(Exception):
@@ -56,12 +57,12 @@ class EngineUnavailable(SessionError):
 
 def valid_instance_id(value: t.Any) -> bool:
     """Whether ``value`` is a syntactically valid instance id (checked before any engine call)."""
-    return isinstance(value, str) and INSTANCE_ID.match(value) is not None
+    return isinstance(value, str) and INSTANCE_ID.fullmatch(value) is not None
 
 
 def valid_session_id(value: t.Any) -> bool:
     """Whether ``value`` is a syntactically valid session id."""
-    return isinstance(value, str) and SESSION_ID.match(value) is not None
+    return isinstance(value, str) and SESSION_ID.fullmatch(value) is not None
 
 
 class SessionManager:
@@ -187,7 +188,8 @@ class SessionManager:
                 del self._starting[owner]
         self.sessions[session.id] = session
         self.start_culling()
-        self._arm_timer(session, self.attach_timeout, "never attached")
+        if self.attach_timeout > 0:  # 0 is off, as for the idle timeout
+            self._arm_timer(session, self.attach_timeout, "never attached")
         self.log.info(
             "Tool terminal %s opened in %s (%s) for %s",
             session.id[:8],

@@ -13,8 +13,9 @@ import docker
 import pytest
 
 from jupyter_tool_terminal.app import ToolTerminalApp
+from jupyter_tool_terminal.runtime.docker import DockerRuntime
 
-from .conftest import Api, InstanceFactory
+from .conftest import BASE_PROCESSES, Api, InstanceFactory, container_processes, exec_count
 
 
 @pytest.mark.parametrize("how", ["stop", "remove"])
@@ -69,6 +70,8 @@ async def test_a_paused_instance_is_409_and_spawns_nothing(
         status, body = await alice.status("POST", "sessions", body={"instance": container.name})
         assert status == 409
         assert "paused" in body["message"]
+        assert await asyncio.to_thread(exec_count, container) == 0
+        assert await alice.call("GET", "sessions") == []
     finally:
         await asyncio.to_thread(container.unpause)
 
@@ -95,6 +98,40 @@ async def test_exec_refused_by_the_engine_is_503_without_traceback(
     assert status == 503
     assert body["message"] == "the container engine refused the operation"
     assert await alice.call("GET", "sessions") == []
+
+
+def _execs_ended(container: t.Any) -> bool:
+    """Whether every exec in the container has run and ended (none still starting or running)."""
+    api = container.client.api
+    for exec_id in api.inspect_container(container.id).get("ExecIDs") or []:
+        info = api.exec_inspect(exec_id)
+        if info.get("Running") or info.get("ExitCode") is None:
+            return False
+    return True
+
+
+async def test_a_failure_after_the_shell_started_kills_it(
+    alice: Api, make_instance: InstanceFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The exec is started; then opening its socket fails with an error nobody expected.
+    async def broken_channel(*args: t.Any, **kwargs: t.Any) -> t.Any:
+        msg = "injected: the exec socket cannot be opened"
+        raise OSError(msg)
+
+    monkeypatch.setattr(DockerRuntime, "_channel", broken_channel)
+    container = make_instance()
+    status, body = await alice.status("POST", "sessions", body={"instance": container.name})
+    assert status == 503, (status, body)
+    assert "Traceback" not in str(body)
+    assert await alice.call("GET", "sessions") == []
+    # The shell was started: it must have been killed, not left to run forever.
+    assert await asyncio.to_thread(exec_count, container) >= 1
+    deadline = time.monotonic() + 10
+    while not await asyncio.to_thread(_execs_ended, container):
+        assert time.monotonic() < deadline, "a started shell was left running"
+        await asyncio.sleep(0.05)
+    processes = await asyncio.to_thread(container_processes, container)
+    assert set(processes) <= BASE_PROCESSES, processes
 
 
 def _restart_dockerd() -> None:

@@ -90,3 +90,15 @@ class TestMisconfiguredServer:
         # Logged at start-up, on the server's error stream.
         logged = capfd.readouterr().err
         assert "jupyter_tool_terminal is disabled: tool type 'bad': 'shell' must be" in logged
+
+
+@pytest.mark.parametrize("name", ["db\n", "db\r\n", "\ndb"])
+def test_a_tool_name_with_a_newline_is_refused(name: str) -> None:
+    with pytest.raises(ToolTypeError, match="the name must be"):
+        parse_tool_type(name, {})
+
+
+@pytest.mark.parametrize("variable", ["PGDATABASE\n", "A\r\n", "\nA"])
+def test_an_env_name_with_a_newline_is_refused(variable: str) -> None:
+    with pytest.raises(ToolTypeError, match="invalid variable name"):
+        parse_tool_type("db", {"env": {variable: "x"}})
