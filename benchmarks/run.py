@@ -1314,7 +1314,7 @@ async def run(plan: Plan, lab: Lab, only: set[str], phases: set[str]) -> dict[st
             f"c.ToolTerminalApp.owner = {OWNER!r}\n"
             f"c.ToolTerminalApp.max_sessions = {ns + 50}\n"
             f"c.ToolTerminalApp.max_sessions_per_user = {ns + 50}\n"
-            f"c.ToolTerminalApp.docker_threads = 64\n",
+            f"c.DockerRuntime.threads = 64\n",
             container,
         ),
         "A": lab.start_server(

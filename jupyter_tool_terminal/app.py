@@ -7,7 +7,7 @@ import os
 
 from jupyter_server.auth.identity import IdentityProvider, User
 from jupyter_server.extension.application import ExtensionApp
-from traitlets import Bool, Dict, Float, Integer, Unicode, default
+from traitlets import Bool, CaselessStrEnum, Dict, Float, Integer, Type, Unicode, default
 
 from .events import AuditLog
 from .handlers import (
@@ -18,7 +18,7 @@ from .handlers import (
     TerminalSocket,
 )
 from .manager import SessionManager
-from .runtime import ToolRuntime
+from .runtime import RuntimeUnavailable, ToolRuntime
 from .runtime.docker import DockerRuntime
 from .tooltypes import ToolTypeError, parse_tool_types
 
@@ -116,11 +116,20 @@ class ToolTerminalApp(ExtensionApp):
         connection that fails is closed with code 1008. 0 turns the checks off.""",
     ).tag(config=True)
 
-    docker_threads = Integer(
-        32,
-        min=1,
-        help="""Threads (and connections to the Docker Engine) for blocking Engine API calls:
-        how many opens, resizes and kills can be on their way at once.""",
+    runtime = CaselessStrEnum(
+        ["auto", "docker", "local"],
+        default_value="auto",
+        help="""Where tool terminals run: "docker" (tool instances are labelled containers of
+        the Docker Engine that `docker.from_env()` finds), "local" (tool instances are working
+        directories on this machine, declared in `local_instances`), or "auto": Docker when an
+        engine answers at start-up, else local. With "docker" and no engine the extension is
+        disabled with an error saying how to fix it.""",
+    ).tag(config=True)
+
+    docker_runtime_class = Type(
+        DockerRuntime,
+        klass=ToolRuntime,
+        help='The runtime class used for `runtime = "docker"` (configure it as c.DockerRuntime).',
     ).tag(config=True)
 
     owner = Unicode(
@@ -140,7 +149,7 @@ class ToolTerminalApp(ExtensionApp):
     ).tag(config=True)
 
     #: The runtime that runs the shells (created at start-up unless a test or embedder set one).
-    runtime: ToolRuntime | None = None
+    tool_runtime: ToolRuntime | None = None
     #: The registry of sessions; ``None`` while the extension is disabled by a config error.
     session_manager: SessionManager | None = None
 
@@ -164,10 +173,12 @@ class ToolTerminalApp(ExtensionApp):
             return
         if not tool_types:
             self.log.warning("jupyter_tool_terminal: no tool types are configured")
-        if self.runtime is None:
-            self.runtime = DockerRuntime(max_workers=self.docker_threads, log=self.log)
+        if self.tool_runtime is None:
+            self.tool_runtime = self._make_runtime()
+            if self.tool_runtime is None:
+                return
         self.session_manager = SessionManager(
-            runtime=self.runtime,
+            runtime=self.tool_runtime,
             tool_types=tool_types,
             max_sessions=self.max_sessions,
             max_sessions_per_user=self.max_sessions_per_user,
@@ -178,6 +189,25 @@ class ToolTerminalApp(ExtensionApp):
             log=self.log,
             audit=AuditLog(getattr(self.serverapp, "event_logger", None), self.log),
         )
+
+    def _make_runtime(self) -> ToolRuntime | None:
+        """The configured runtime, or ``None`` (with an error logged) if it cannot work here."""
+        runtime = self.docker_runtime_class(parent=self, log=self.log)
+        try:
+            runtime.check_available()
+        except RuntimeUnavailable as error:
+            if self.runtime == "docker":
+                runtime.close()
+                self.log.error(  # noqa: TRY400 - no traceback: the message says it all
+                    "jupyter_tool_terminal is disabled: ToolTerminalApp.runtime is 'docker' but "
+                    "%s (or set ToolTerminalApp.runtime = 'auto')",
+                    error,
+                )
+                return None
+            self.log.warning("jupyter_tool_terminal: %s; tool terminals wait for it", error)
+            return runtime
+        self.log.info("jupyter_tool_terminal: tool terminals run in Docker containers")
+        return runtime
 
     def initialize_handlers(self) -> None:
         """Register the REST and WebSocket routes (relative: the server adds its base_url)."""
@@ -199,5 +229,5 @@ class ToolTerminalApp(ExtensionApp):
         """Kill every session's processes before the server exits."""
         if self.session_manager is not None:
             await self.session_manager.shutdown()
-        if self.runtime is not None:
-            self.runtime.close()
+        if self.tool_runtime is not None:
+            self.tool_runtime.close()

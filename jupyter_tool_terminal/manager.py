@@ -134,7 +134,14 @@ class SessionManager:
         for instance in instances:
             tool = self.tool_types.get(instance.tool)
             if tool is not None:
-                models.append({"id": instance.id, "status": instance.status, **tool.public_model()})
+                models.append(
+                    {
+                        "id": instance.id,
+                        "status": instance.status,
+                        "runtime": instance.runtime,
+                        **tool.public_model(),
+                    }
+                )
         return models
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -164,7 +171,7 @@ class SessionManager:
             if instance is None or tool is None or instance.owner != owner:
                 msg = "No such tool instance for this user."
                 raise NotPermitted(msg)
-            if instance.status != "running":
+            if not instance.running:
                 msg = f"The tool instance is not running (it is {instance.status})."
                 raise NotRunning(msg)
             session = Session(

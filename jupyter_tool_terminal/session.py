@@ -32,8 +32,6 @@ READ_CHUNK = 64 * 1024
 #: echo of a fast typist's keystrokes (small frames in quick succession) is never held back.
 COALESCE_BYTES = 1024
 FRAME_INTERVAL = 0.002
-#: How many times a session tries to kill a shell that the engine still reports running.
-KILL_ATTEMPTS = 5
 
 
 class TerminalClient(t.Protocol):
@@ -65,9 +63,9 @@ def _isoformat(moment: datetime.datetime) -> str:
 class Session:
     """A terminal session: one shell at a time (reset replaces it), any number of clients.
 
-    The session owns the shell's whole process tree in the container: whenever it ends (close,
-    reset, the shell's own exit, the server stopping) it kills every process tagged as the
-    shell's, because closing the engine's socket alone leaves them running.
+    The session owns the shell's whole process tree: whenever it ends (close, reset, the shell's
+    own exit, the server stopping) it has its runtime terminate the shell and everything it
+    started, because closing the terminal's stream alone leaves them running.
     """
 
     def __init__(
@@ -101,9 +99,6 @@ class Session:
         self._on_ended = on_ended
         self._log = log
         self._channel: ShellChannel | None = None
-        self._tag = ""
-        # Whether the current shell has written anything: then it has certainly started.
-        self._shell_spoke = False
         self._pump_task: asyncio.Task[None] | None = None
         self._lifecycle = asyncio.Lock()
         self._resize_task: asyncio.Task[None] | None = None
@@ -134,36 +129,20 @@ class Session:
             await self._spawn()
 
     async def _spawn(self) -> None:
-        self._tag = secrets.token_hex(16)
-        self._shell_spoke = False
-        self._channel = await self._runtime.start_shell(self.instance, self.tool, self._tag)
+        self._channel = await self._runtime.start_shell(self.instance, self.tool)
         self._touch()
         self._pump_task = asyncio.create_task(self._pump(self._channel))
 
     async def _stop_shell(self) -> None:
-        """Stop reading, close the stream and kill the shell's processes."""
+        """Stop reading and have the runtime end the shell and everything it started."""
         task, self._pump_task = self._pump_task, None
         if task is not None and task is not asyncio.current_task():
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         channel, self._channel = self._channel, None
-        # A shell that wrote output runs and carries its tag, so one kill finds it; only a
-        # silent one needs the engine's word (two more calls, which many closing sessions feel).
-        unsure = channel is not None and not self._shell_spoke
         if channel is not None:
-            channel.close()
-            if unsure:
-                await channel.wait_started(timeout=5.0)
-        if not self._tag:
-            return
-        for _ in range(KILL_ATTEMPTS):
-            await self._runtime.kill_tagged(self.instance.container_id, [self._tag])
-            # A shell caught between the engine's start and its exec() does not carry its tag
-            # yet; the exec's own state says whether it survived, and another round gets it.
-            if channel is None or not unsure or not await channel.is_running():
-                return
-        self._log.warning("Tool terminal %s: the shell survived every kill", self.id[:8])
+            await channel.terminate()
 
     async def reset(self) -> None:
         """Kill the shell and everything it started, and start a new one for the same clients."""
@@ -223,8 +202,7 @@ class Session:
         in_flight: list[t.Awaitable[None]] = []
         try:
             while True:
-                data = await channel.reader.read(READ_CHUNK)
-                self._shell_spoke = self._shell_spoke or bool(data)
+                data = await channel.read(READ_CHUNK)
                 since_last = loop.time() - last_frame
                 flooding = len(data) >= COALESCE_BYTES or (
                     last_frame_large and since_last < FRAME_INTERVAL

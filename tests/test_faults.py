@@ -84,7 +84,7 @@ async def test_exec_refused_by_the_engine_is_503_without_traceback(
 ) -> None:
     # The container stops between the server's check and the exec: the engine refuses it.
     container = make_instance()
-    runtime = tool_app.runtime
+    runtime = tool_app.tool_runtime
     assert runtime is not None
     real_get = runtime.get_instance
 

@@ -112,6 +112,7 @@ async def test_lists_show_the_callers_instances_and_sessions(
             "tool": "course",
             "display_name": "Course",
             "status": "running",
+            "runtime": "docker",
             "has_startup_command": True,
             "icon": None,
         }

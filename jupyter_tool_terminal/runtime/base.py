@@ -1,4 +1,11 @@
-"""The interface between sessions and the thing that runs shells (a container engine)."""
+"""The interface between sessions and the thing that runs shells (a runtime).
+
+A session asks its runtime for tool instances and for a shell in one of them, and then talks
+to that shell only through a :class:`ShellChannel`: read, write, resize, and terminate. How a
+shell is started and how every process it started is found and killed again (tags, process
+groups, a reaper in a container, retries around an engine's start race) is the runtime's
+business, behind this interface.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +14,13 @@ import asyncio
 import dataclasses
 import typing as t
 
-from ..tooltypes import ToolType
+from traitlets.config import LoggingConfigurable
 
-#: Environment variable carrying a shell's kill tag; every process the shell starts inherits it,
-#: which is how the session finds (and kills) them all again.
-SESSION_TAG_VARIABLE = "JUPYTER_TOOL_TERMINAL_SESSION"
+from ..tooltypes import ToolType
 
 
 class RuntimeUnavailable(RuntimeError):
-    """The container engine cannot be reached or refused an operation.
+    """The runtime cannot be reached or refused an operation.
 
     The message is safe to show to the user: it names no container id and no other user.
     """
@@ -23,85 +28,98 @@ class RuntimeUnavailable(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class Instance:
-    """A tool instance: a labelled container as seen at one moment."""
+    """A tool instance as seen at one moment."""
 
-    #: The container's name, which is the id clients use.
+    #: The id clients use (a container's name, a local instance's key).
     id: str
-    #: The container's immutable id; every exec targets this, never a name.
-    container_id: str
+    #: The user name the instance belongs to.
     owner: str
+    #: The name of its tool type.
     tool: str
-    #: Docker's container state (``running``, ``exited``, ...).
+    #: Its state in the runtime's own words (``running``, ``exited``, ``paused``...).
     status: str
-    #: The container's own environment names (to know whether ``LANG`` is already set).
-    env_names: frozenset[str] = frozenset()
+
+    #: The name of the runtime that serves it, as the REST API shows it.
+    runtime: t.ClassVar[str] = ""
+
+    @property
+    def running(self) -> bool:
+        """Whether shells can be started in it now."""
+        return self.status == "running"
 
 
 class ShellChannel(abc.ABC):
-    """A running shell's terminal: a byte stream in both directions plus the means to resize it."""
+    """A running shell's terminal: a byte stream in both directions, a size, and an end."""
 
-    #: Bytes the terminal writes (EOF when the shell's PTY closes).
+    #: Bytes the terminal writes (EOF when the shell's terminal closes).
     reader: asyncio.StreamReader
+    #: Whether the shell has written anything yet (then it has certainly started).
+    spoke = False
+
+    async def read(self, size: int) -> bytes:
+        """Read up to ``size`` bytes of output; ``b""`` once the terminal is closed."""
+        data = await self.reader.read(size)
+        if data:
+            self.spoke = True
+        return data
 
     @abc.abstractmethod
     async def write(self, data: bytes) -> None:
-        """Send keystrokes to the terminal, waiting while the engine's socket is full."""
+        """Send keystrokes to the terminal, waiting while its input is full."""
 
     @abc.abstractmethod
     async def resize(self, rows: int, cols: int) -> None:
         """Set the terminal size."""
 
-    @abc.abstractmethod
-    async def wait_started(self, timeout: float) -> None:
-        """Wait until the engine has really started the shell process.
+    def hold_output(self, held: bool) -> None:
+        """Stop (``True``) or resume (``False``) taking output off the terminal's connection.
 
-        The engine answers the start request before the process exists; a kill before then
-        would find nothing and leave the shell to start afterwards, orphaned.
+        Output that arrives while held waits in the kernel and is then read in one piece,
+        instead of one wake-up of the server per piece the shell writes. Optional: channels
+        that cannot hold ignore it.
         """
-
-    @abc.abstractmethod
-    async def is_running(self) -> bool:
-        """Whether the shell process is still running (``False`` if that cannot be known)."""
+        del held  # nothing to hold by default
 
     @abc.abstractmethod
     async def exit_code(self) -> int | None:
         """Return the shell's exit code once it has ended (``None`` if unknown)."""
 
     @abc.abstractmethod
-    def close(self) -> None:
-        """Close the stream. This does not end the shell: see :meth:`ToolRuntime.kill_tagged`."""
+    async def terminate(self) -> None:
+        """Close the terminal and end the shell and every process it started.
 
-    def hold_output(self, held: bool) -> None:
-        """Stop (``True``) or resume (``False``) taking output off the engine's connection.
-
-        Output that arrives while held waits in the kernel and is then read in one piece,
-        instead of one wake-up of the server per piece the engine sends. Optional: channels
-        that cannot hold ignore it.
+        Idempotent. Returns once they are gone, or once their end is certain to follow (a
+        runtime that cannot act now, say on a paused container, keeps the work and does it
+        as soon as it can): closing a terminal alone leaves its processes running.
         """
-        del held  # nothing to hold by default
 
 
-class ToolRuntime(abc.ABC):
-    """Finds tool instances and starts, resizes and kills shells in them."""
+class ToolRuntime(LoggingConfigurable):
+    """Finds tool instances and starts shells in them.
 
-    @abc.abstractmethod
+    Subclasses are configurable objects with their own settings (``c.DockerRuntime...``).
+    """
+
+    #: The runtime's name in configuration and in the REST API (``docker``, ``local``).
+    name: t.ClassVar[str] = ""
+
+    def check_available(self) -> None:
+        """Raise :class:`RuntimeUnavailable` with advice if this runtime cannot work here.
+
+        Called once at start-up (it may block briefly).
+        """
+
     async def list_instances(self, owner: str) -> list[Instance]:
-        """Return the instances labelled as belonging to ``owner``."""
+        """Return the instances that belong to ``owner``."""
+        raise NotImplementedError
 
-    @abc.abstractmethod
     async def get_instance(self, instance_id: str) -> Instance | None:
         """Return the instance named exactly ``instance_id``, or ``None`` if there is none."""
+        raise NotImplementedError
 
-    @abc.abstractmethod
-    async def start_shell(self, instance: Instance, tool: ToolType, tag: str) -> ShellChannel:
-        """Start the tool type's shell (after its startup command) in a new PTY of ``instance``.
+    async def start_shell(self, instance: Instance, tool: ToolType) -> ShellChannel:
+        """Start the tool type's shell (after its startup command) in a new terminal."""
+        raise NotImplementedError
 
-        Every process of the shell carries ``tag`` in :data:`SESSION_TAG_VARIABLE`.
-        """
-
-    @abc.abstractmethod
-    async def kill_tagged(self, container_id: str, tags: t.Collection[str]) -> None:
-        """Kill every process in the container that belongs to a shell with one of ``tags``."""
-
-    def close(self) -> None:  # noqa: B027 - optional hook, nothing to do by default
-        """Release connections to the engine."""
+    def close(self) -> None:
+        """Release the runtime's resources (connections, threads)."""

@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import functools
-import logging
+import os
+import secrets
 import socket
 import ssl
 import threading
@@ -19,9 +21,11 @@ import typing as t
 
 import docker
 import docker.errors
+from traitlets import Float, Integer
 
 from ..tooltypes import ToolType
-from .base import SESSION_TAG_VARIABLE, Instance, RuntimeUnavailable, ShellChannel, ToolRuntime
+from .base import Instance, RuntimeUnavailable, ShellChannel, ToolRuntime
+from .launch import SESSION_TAG_VARIABLE, shell_command, shell_environment
 from .reaper import (
     KILL_ONCE_SCRIPT,
     REAPER_COMMAND,
@@ -34,24 +38,34 @@ from .reaper import (
 OWNER_LABEL = "jupyter-tool-terminal.owner"
 TOOL_LABEL = "jupyter-tool-terminal.tool"
 
-# Runs the startup command inside the PTY, in this very shell process, so that `cd` and
-# `export` carry over into the interactive shell that replaces it with `exec`. The command is
-# evaluated inside a function so that `set --` or `shift` in it cannot disturb the shell's argv.
-# A failure is reported in the terminal and the shell starts all the same.
-STARTUP_WRAPPER = r"""
-jupyter_tool_terminal_startup() { eval "$1"; }
-jupyter_tool_terminal_startup "$1"
-status=$?
-if [ "$status" -ne 0 ]; then
-  printf '\r\n[jupyter-tool-terminal] the startup command failed with exit code %s\r\n' \
-    "$status" >&2
-fi
-unset status
-shift
-exec "$@"
-"""
-
 _READ_LIMIT = 1 << 20
+
+#: How many times a shell is killed again while the engine still reports it running.
+KILL_ATTEMPTS = 5
+#: How long a silent shell's end waits for the engine to have really started it.
+START_WAIT = 5.0
+
+
+@dataclasses.dataclass(frozen=True)
+class _Exec:
+    """A shell's exec: the container it runs in, the engine's id for it, and its kill tag."""
+
+    container_id: str
+    exec_id: str
+    tag: str
+
+
+@dataclasses.dataclass(frozen=True)
+class DockerInstance(Instance):
+    """A tool instance that is a labelled container."""
+
+    runtime: t.ClassVar[str] = "docker"
+
+    #: The container's immutable id; every exec targets this, never a name.
+    container_id: str = ""
+    #: The container's own environment names (to know whether ``LANG`` is already set).
+    env_names: frozenset[str] = frozenset()
+
 
 #: How long a reaper may take to answer one kill before the kill falls back to its own exec.
 REAPER_TIMEOUT = 10.0
@@ -63,15 +77,17 @@ class _SocketShellChannel(ShellChannel):
     def __init__(
         self,
         runtime: DockerRuntime,
-        exec_id: str,
+        shell: _Exec,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
     ) -> None:
         self._runtime = runtime
-        self.exec_id = exec_id
+        self._exec = shell
+        self.exec_id = shell.exec_id
         self.reader = reader
         self._writer = writer
         self._started = False
+        self._terminated = False
 
     async def write(self, data: bytes) -> None:
         self._writer.write(data)
@@ -91,6 +107,11 @@ class _SocketShellChannel(ShellChannel):
         await self._runtime.call("exec_resize", self.exec_id, height=rows, width=cols)
 
     async def wait_started(self, timeout: float) -> None:
+        """Wait until the engine has really started the shell process.
+
+        The engine answers the start request before the process exists; a kill before then
+        would find nothing and leave the shell to start afterwards, orphaned.
+        """
         if self._started:
             return
         deadline = asyncio.get_running_loop().time() + timeout
@@ -109,6 +130,7 @@ class _SocketShellChannel(ShellChannel):
             delay = min(delay * 2, 0.1)
 
     async def is_running(self) -> bool:
+        """Whether the shell process is still running (``False`` if that cannot be known)."""
         try:
             info = await self._runtime.call("exec_inspect", self.exec_id)
         except Exception:  # noqa: BLE001 - exec or engine gone
@@ -121,7 +143,26 @@ class _SocketShellChannel(ShellChannel):
         return code if isinstance(code, int) and not info.get("Running") else None
 
     def close(self) -> None:
+        """Close the stream. This does not end the shell: see :meth:`terminate`."""
         self._writer.close()
+
+    async def terminate(self) -> None:
+        if self._terminated:
+            return
+        self._terminated = True
+        # A shell that wrote output runs and carries its tag, so one kill finds it; only a
+        # silent one needs the engine's word (two more calls, which many closing sessions feel).
+        unsure = not self.spoke
+        self.close()
+        if unsure:
+            await self.wait_started(timeout=START_WAIT)
+        for _ in range(KILL_ATTEMPTS):
+            await self._runtime.kill_tagged(self._exec.container_id, [self._exec.tag])
+            # A shell caught between the engine's start and its exec() does not carry its tag
+            # yet; the exec's own state says whether it survived, and another round gets it.
+            if not unsure or not await self.is_running():
+                return
+        self._runtime.log.warning("A tool terminal's shell survived every kill")
 
 
 class _ThreadShellChannel(_SocketShellChannel):
@@ -132,16 +173,22 @@ class _ThreadShellChannel(_SocketShellChannel):
     """
 
     def __init__(
-        self, runtime: DockerRuntime, exec_id: str, sock: t.Any, loop: asyncio.AbstractEventLoop
+        self,
+        runtime: DockerRuntime,
+        shell: _Exec,
+        sock: t.Any,
+        loop: asyncio.AbstractEventLoop,
     ) -> None:
         self._runtime = runtime
-        self.exec_id = exec_id
+        self._exec = shell
+        self.exec_id = shell.exec_id
         self._sock = sock
         self.reader = asyncio.StreamReader(limit=_READ_LIMIT, loop=loop)
         self._loop = loop
         self._closed = False
         self._started = False
-        threading.Thread(target=self._pump, name=f"exec-{exec_id[:12]}", daemon=True).start()
+        self._terminated = False
+        threading.Thread(target=self._pump, name=f"exec-{shell.exec_id[:12]}", daemon=True).start()
 
     def _pump(self) -> None:
         while True:
@@ -170,14 +217,29 @@ class _ThreadShellChannel(_SocketShellChannel):
 
 
 class DockerRuntime(ToolRuntime):
-    """Tool instances are Docker containers; connects like ``docker.from_env()``."""
+    """Tool instances are labelled Docker containers; connects like ``docker.from_env()``
+    (``DOCKER_HOST``, ``DOCKER_TLS_VERIFY``, ``DOCKER_CERT_PATH``, the default socket)."""
 
-    def __init__(self, *, max_workers: int = 32, log: logging.Logger | None = None) -> None:
-        self.log = log or logging.getLogger(__name__)
+    name = "docker"
+
+    threads = Integer(
+        32,
+        min=1,
+        help="""Threads (and connections to the Docker Engine) for blocking Engine API calls:
+        how many opens, resizes and kills can be on their way at once.""",
+    ).tag(config=True)
+
+    ping_timeout = Float(
+        5,
+        min=0.1,
+        help="Seconds to wait for the Docker Engine's answer when checking for it at start-up.",
+    ).tag(config=True)
+
+    def __init__(self, **kwargs: t.Any) -> None:
+        super().__init__(**kwargs)
         self._executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=max_workers, thread_name_prefix="jupyter-tool-terminal-docker"
+            max_workers=self.threads, thread_name_prefix="jupyter-tool-terminal-docker"
         )
-        self._max_workers = max_workers
         self._client: docker.APIClient | None = None
         self._client_lock = threading.Lock()
         # Kill requests waiting for their container's kill worker: (tags, waiters).
@@ -197,7 +259,7 @@ class DockerRuntime(ToolRuntime):
         with self._client_lock:
             if self._client is None:
                 # The pool must hold a connection per concurrent call, or calls queue in urllib3.
-                self._client = docker.from_env(max_pool_size=self._max_workers).api
+                self._client = docker.from_env(max_pool_size=self.threads).api
             return self._client
 
     async def run(self, func: t.Callable[..., t.Any], *args: t.Any, **kwargs: t.Any) -> t.Any:
@@ -225,6 +287,22 @@ class DockerRuntime(ToolRuntime):
             msg = "the container engine is not reachable"
             raise RuntimeUnavailable(msg) from error
 
+    def check_available(self) -> None:
+        """Ping the engine; :class:`RuntimeUnavailable` says where it was looked for."""
+        where = os.environ.get("DOCKER_HOST") or "the default socket /var/run/docker.sock"
+        try:
+            client = docker.from_env(timeout=int(max(self.ping_timeout, 1)))
+        except docker.errors.DockerException as error:
+            msg = f"no Docker Engine answers at {where}; start Docker or set DOCKER_HOST"
+            raise RuntimeUnavailable(msg) from error
+        try:
+            client.ping()
+        except (docker.errors.DockerException, OSError) as error:
+            msg = f"no Docker Engine answers at {where}; start Docker or set DOCKER_HOST"
+            raise RuntimeUnavailable(msg) from error
+        finally:
+            client.close()
+
     def close(self) -> None:
         for reaper in self._reapers.values():
             reaper.close()
@@ -244,11 +322,11 @@ class DockerRuntime(ToolRuntime):
         labels: t.Mapping[str, str],
         status: str,
         env: t.Iterable[str] = (),
-    ) -> Instance | None:
+    ) -> DockerInstance | None:
         owner, tool = labels.get(OWNER_LABEL), labels.get(TOOL_LABEL)
         if not owner or not tool:
             return None
-        return Instance(
+        return DockerInstance(
             id=name.lstrip("/"),
             container_id=container_id,
             owner=owner,
@@ -273,7 +351,7 @@ class DockerRuntime(ToolRuntime):
                 found.append(instance)
         return sorted(found, key=lambda instance: instance.id)
 
-    async def get_instance(self, instance_id: str) -> Instance | None:
+    async def get_instance(self, instance_id: str) -> DockerInstance | None:
         try:
             info = await self.call("inspect_container", instance_id)
         except docker.errors.NotFound:
@@ -292,27 +370,18 @@ class DockerRuntime(ToolRuntime):
 
     # -- shells -----------------------------------------------------------------------------
 
-    async def start_shell(self, instance: Instance, tool: ToolType, tag: str) -> ShellChannel:
-        command = list(tool.shell)
-        if tool.startup_command is not None:
-            command = [
-                "/bin/sh",
-                "-c",
-                STARTUP_WRAPPER,
-                "jupyter-tool-terminal",
-                tool.startup_command,
-                *command,
-            ]
-        environment = {"TERM": "xterm-256color"}
-        if "LANG" not in instance.env_names:
-            environment["LANG"] = "C.UTF-8"
-        environment.update(tool.env)
-        environment[SESSION_TAG_VARIABLE] = tag
+    async def start_shell(self, instance: Instance, tool: ToolType) -> ShellChannel:
+        """Start the shell as a ``docker exec`` with a TTY, tagged for its later kill."""
+        if not isinstance(instance, DockerInstance):
+            msg = f"not a Docker tool instance: {instance.id}"
+            raise TypeError(msg)
+        tag = secrets.token_hex(16)
+        environment = shell_environment(tool, tag=tag, has_lang="LANG" in instance.env_names)
         try:
             created = await self.call(
                 "exec_create",
                 instance.container_id,
-                command,
+                shell_command(tool),
                 stdin=True,
                 tty=True,
                 privileged=False,
@@ -332,15 +401,14 @@ class DockerRuntime(ToolRuntime):
         except docker.errors.NotFound as error:
             msg = "the tool instance is gone"
             raise RuntimeUnavailable(msg) from error
-        return await self._channel(exec_id, sock)
+        return await self._channel(_Exec(instance.container_id, exec_id, tag), sock)
 
-    async def _channel(self, exec_id: str, sock: t.Any) -> ShellChannel:
+    async def _channel(self, shell: _Exec, sock: t.Any) -> ShellChannel:
         stream = await self._loop_stream(sock)
         if stream is not None:
-            return _SocketShellChannel(self, exec_id, *stream)
-        return _ThreadShellChannel(
-            self, exec_id, getattr(sock, "_sock", sock), asyncio.get_running_loop()
-        )
+            return _SocketShellChannel(self, shell, *stream)
+        raw = getattr(sock, "_sock", sock)
+        return _ThreadShellChannel(self, shell, raw, asyncio.get_running_loop())
 
     @staticmethod
     async def _loop_stream(

@@ -1,0 +1,64 @@
+"""What a tool terminal runs and with which environment, whatever runtime runs it.
+
+This is policy shared by every runtime: the startup-command wrapper and the curated
+environment. A runtime decides only *where* the command runs and how it is ended.
+"""
+
+from __future__ import annotations
+
+from ..tooltypes import ToolType
+
+#: Environment variable carrying a shell's kill tag; every process the shell starts inherits it,
+#: which is one of the ways a runtime finds (and kills) them all again.
+SESSION_TAG_VARIABLE = "JUPYTER_TOOL_TERMINAL_SESSION"
+
+#: The terminal type every tool terminal announces (JupyterLab's xterm.js).
+TERM = "xterm-256color"
+#: The locale a terminal gets when its instance sets none, so that UTF-8 works out of the box.
+DEFAULT_LANG = "C.UTF-8"
+
+# Runs the startup command inside the PTY, in this very shell process, so that `cd` and
+# `export` carry over into the interactive shell that replaces it with `exec`. The command is
+# evaluated inside a function so that `set --` or `shift` in it cannot disturb the shell's argv.
+# A failure is reported in the terminal and the shell starts all the same.
+STARTUP_WRAPPER = r"""
+jupyter_tool_terminal_startup() { eval "$1"; }
+jupyter_tool_terminal_startup "$1"
+status=$?
+if [ "$status" -ne 0 ]; then
+  printf '\r\n[jupyter-tool-terminal] the startup command failed with exit code %s\r\n' \
+    "$status" >&2
+fi
+unset status
+shift
+exec "$@"
+"""
+
+
+def shell_command(tool: ToolType) -> list[str]:
+    """The command line of a tool type's terminal: its shell, behind its startup command."""
+    if tool.startup_command is None:
+        return list(tool.shell)
+    return [
+        "/bin/sh",
+        "-c",
+        STARTUP_WRAPPER,
+        "jupyter-tool-terminal",
+        tool.startup_command,
+        *tool.shell,
+    ]
+
+
+def shell_environment(tool: ToolType, *, tag: str, has_lang: bool) -> dict[str, str]:
+    """The variables a terminal gets on top of its instance's own environment.
+
+    ``has_lang`` says whether the instance already sets ``LANG``. Nothing of the Jupyter
+    server's own environment is ever part of it; ``LINES``/``COLUMNS`` are left out on purpose
+    (shells that see them ignore the real, resized terminal size).
+    """
+    environment = {"TERM": TERM}
+    if not has_lang:
+        environment["LANG"] = DEFAULT_LANG
+    environment.update(tool.env)
+    environment[SESSION_TAG_VARIABLE] = tag
+    return environment
