@@ -91,7 +91,7 @@ async def test_an_instance_id_with_a_trailing_newline_never_reaches_the_engine(
     # `$` matches before a final newline: an anchored pattern let "name\n" through to the
     # engine (GET /containers/name%0A/json).
     container = make_instance()
-    runtime = tool_app.runtime
+    runtime = tool_app.tool_runtime
     assert runtime is not None
     asked: list[str] = []
     real_get = runtime.get_instance

@@ -9,7 +9,6 @@ import os
 import typing as t
 
 import pytest
-
 from tornado.httpclient import HTTPClientError
 
 from jupyter_tool_terminal.app import ToolTerminalApp
@@ -115,7 +114,8 @@ class TestClientCaps:
             if first == ["setup", {}]:
                 return "open"
             # Lost the race to the cap after the upgrade: told why, then closed with 1013.
-            assert first is not None and first[0] == "error", first
+            assert first is not None
+            assert first[0] == "error", first
             assert await ws.read_message() is None
             assert ws.close_code == 1013
             return "closed"
