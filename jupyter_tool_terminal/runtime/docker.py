@@ -1,8 +1,10 @@
 """The Docker runtime: shells are ``docker exec`` PTYs created over the Engine API.
 
 Every blocking call of the ``docker`` SDK runs in a thread pool; the terminal's byte stream is
-the exec's hijacked socket, read and written by the event loop itself, so a session costs no
-thread and no process on the Jupyter host.
+the exec's hijacked socket (a local engine's) or a TLS connection of the event loop's own (a
+remote engine's, see ``docker_tls.py``), read and written by the event loop itself, so a session
+costs no thread and no process on the Jupyter host. Only transports asyncio cannot drive (SSH,
+named pipes) fall back to a reader thread per session, bounded all the same.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import docker.errors
 from traitlets import Float, Integer
 
 from ..tooltypes import ToolType
+from . import docker_tls
 from .base import Instance, RuntimeUnavailable, ShellChannel, ToolRuntime
 from .launch import SESSION_TAG_VARIABLE, shell_command, shell_environment
 from .reaper import (
@@ -274,6 +277,7 @@ class DockerRuntime(ToolRuntime):
         # Reapers need a socket the event loop can drive; an engine behind TLS or SSH never
         # gives one, and is not asked again.
         self._reapers_possible = True
+        self._tls_context: ssl.SSLContext | None = None
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -419,6 +423,10 @@ class DockerRuntime(ToolRuntime):
         shell = _Exec(instance.container_id, created["Id"], tag)
         self._live_tags.setdefault(instance.container_id, set()).add(tag)
         try:
+            api = await self.run(self._api)
+            if docker_tls.is_tls(api):
+                stream = await docker_tls.start_exec(api, await self._tls(api), shell.exec_id)
+                return _ExecChannel(self, shell, stream)
             sock = await self.call("exec_start", shell.exec_id, tty=True, socket=True)
             return await self._channel(shell, sock)
         except BaseException as error:
@@ -433,6 +441,12 @@ class DockerRuntime(ToolRuntime):
                 msg = "the container engine is not reachable"
                 raise RuntimeUnavailable(msg) from error
             raise
+
+    async def _tls(self, api: t.Any) -> ssl.SSLContext:
+        """The TLS context for exec streams (made once, off the event loop)."""
+        if self._tls_context is None:
+            self._tls_context = await self.run(docker_tls.ssl_context, api)
+        return self._tls_context
 
     async def _channel(self, shell: _Exec, sock: t.Any) -> ShellChannel:
         own = self._own_socket(sock)
@@ -552,10 +566,16 @@ class DockerRuntime(ToolRuntime):
                 stdin=True,
                 tty=False,
             )
-            sock = await self.call("exec_start", created["Id"], tty=False, socket=True)
+            api = await self.run(self._api)
+            if docker_tls.is_tls(api):
+                stream: (
+                    tuple[asyncio.StreamReader, asyncio.StreamWriter] | None
+                ) = await docker_tls.start_exec_streams(api, await self._tls(api), created["Id"])
+            else:
+                sock = await self.call("exec_start", created["Id"], tty=False, socket=True)
+                stream = await self._loop_stream(sock)
         except (docker.errors.NotFound, RuntimeUnavailable):
             return None
-        stream = await self._loop_stream(sock)
         if stream is None:
             self._reapers_possible = False
             with contextlib.suppress(Exception):
