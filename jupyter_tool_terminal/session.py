@@ -221,9 +221,10 @@ class Session:
                 flooding = len(data) >= COALESCE_BYTES or (
                     last_frame_large and since_last < FRAME_INTERVAL
                 )
-                if data and flooding:
+                if data and flooding and len(data) < READ_CHUNK:
                     # What the engine sends meanwhile waits in the kernel, to be read at once
-                    # and sent as the next frame.
+                    # and sent as the next frame. (A full read means more is already waiting:
+                    # waiting for it would cap a flood at READ_CHUNK per FRAME_INTERVAL.)
                     channel.hold_output(True)
                     try:
                         await asyncio.sleep(max(FRAME_INTERVAL - since_last, 0.0005))
