@@ -9,6 +9,8 @@ import typing as t
 
 import psutil
 
+from jupyter_tool_terminal.app import ToolTerminalApp
+
 from .conftest import ALICE, Api, InstanceFactory, wait_until
 from .terminal_client import RawTerminalClient
 
@@ -101,6 +103,43 @@ async def test_a_stalled_browser_tab_holds_the_flood_in_the_shell_not_the_server
         assert answered < 2.0, f"the session answered after {answered:.1f} s"
     finally:
         tab.close()
+
+
+class _RecordingClient:
+    """A client that only records what the session sends it."""
+
+    size: tuple[int, int] | None = None
+
+    def __init__(self) -> None:
+        self.frames: list[t.Any] = []
+
+    def send_frame(self, frame: str | bytes) -> None:
+        self.frames.append(frame)
+
+    def end(self, code: int | None = None, reason: str | None = None) -> None:
+        del code, reason
+
+
+async def test_output_is_encoded_once_for_every_client(
+    alice: Api, make_instance: InstanceFactory, tool_app: ToolTerminalApp
+) -> None:
+    container = make_instance()
+    model, term = await alice.terminal(container.name)
+    assert tool_app.session_manager is not None
+    session = tool_app.session_manager.sessions[model["id"]]
+    first, second = _RecordingClient(), _RecordingClient()
+    session.attach(first)
+    session.attach(second)
+    try:
+        assert await term.run("echo once") == "once\r\n"
+    finally:
+        session.detach(first)
+        session.detach(second)
+    live = [frame for frame in first.frames if isinstance(frame, bytes)]
+    assert live, first.frames
+    # The very same encoded frame went to both: one JSON and UTF-8 encode per frame.
+    assert all(a is b for a, b in zip(live, second.frames[-len(live) :], strict=True))
+    assert b"once" in b"".join(live)
 
 
 async def test_utf8_split_at_every_byte_offset_arrives_intact(
