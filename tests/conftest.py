@@ -200,6 +200,29 @@ def tool_app(jp_serverapp: t.Any) -> ToolTerminalApp:
 
 
 @pytest.fixture
+def runtime_calls(
+    tool_app: ToolTerminalApp, monkeypatch: pytest.MonkeyPatch
+) -> t.Callable[[str], list[tuple[t.Any, ...]]]:
+    """Record the calls of one of the runtime's async methods (they still run): returns the
+    list the arguments of each call go to."""
+
+    def record(method: str) -> list[tuple[t.Any, ...]]:
+        runtime = tool_app.tool_runtime
+        assert runtime is not None
+        calls: list[tuple[t.Any, ...]] = []
+        real = getattr(runtime, method)
+
+        async def recording(*args: t.Any) -> t.Any:
+            calls.append(args)
+            return await real(*args)
+
+        monkeypatch.setattr(runtime, method, recording)
+        return calls
+
+    return record
+
+
+@pytest.fixture
 def tool_types() -> dict[str, t.Any]:
     """The tool types the server is configured with (tests may override)."""
     return TOOL_TYPES

@@ -9,7 +9,6 @@ import pytest
 from jupyter_server.auth.authorizer import Authorizer
 from tornado.httpclient import HTTPClientError
 
-from jupyter_tool_terminal.app import ToolTerminalApp
 from jupyter_tool_terminal.manager import valid_instance_id, valid_session_id
 
 from .conftest import Api, InstanceFactory
@@ -85,22 +84,12 @@ async def test_malformed_instance_ids_are_refused(
 async def test_an_instance_id_with_a_trailing_newline_never_reaches_the_engine(
     alice: Api,
     make_instance: InstanceFactory,
-    tool_app: ToolTerminalApp,
-    monkeypatch: pytest.MonkeyPatch,
+    runtime_calls: t.Callable[[str], list[tuple[t.Any, ...]]],
 ) -> None:
     # `$` matches before a final newline: an anchored pattern let "name\n" through to the
     # engine (GET /containers/name%0A/json).
     container = make_instance()
-    runtime = tool_app.tool_runtime
-    assert runtime is not None
-    asked: list[str] = []
-    real_get = runtime.get_instance
-
-    async def recording_get(instance_id: str) -> t.Any:
-        asked.append(instance_id)
-        return await real_get(instance_id)
-
-    monkeypatch.setattr(runtime, "get_instance", recording_get)
+    asked = runtime_calls("get_instance")
     for suffix in ["\n", "\r\n", "\n\n"]:
         status, body = await alice.status(
             "POST", "sessions", body={"instance": container.name + suffix}
@@ -108,7 +97,7 @@ async def test_an_instance_id_with_a_trailing_newline_never_reaches_the_engine(
         assert (status, body["message"]) == (403, "No such tool instance for this user.")
     assert asked == []
     assert (await alice.status("POST", "sessions", body={"instance": container.name}))[0] == 201
-    assert asked == [container.name]
+    assert asked == [(container.name,)]
 
 
 @pytest.mark.parametrize(

@@ -64,21 +64,11 @@ class TestBrokenShell:
 async def test_a_paused_instance_is_409_and_spawns_nothing(
     alice: Api,
     make_instance: InstanceFactory,
-    tool_app: ToolTerminalApp,
-    monkeypatch: pytest.MonkeyPatch,
+    runtime_calls: t.Callable[[str], list[tuple[t.Any, ...]]],
 ) -> None:
     # The engine itself refuses an exec in a paused container, so its exec count alone would
     # not tell: the server must not even ask for a shell.
-    runtime = tool_app.tool_runtime
-    assert runtime is not None
-    asked: list[str] = []
-    real_start = runtime.start_shell
-
-    async def recording_start(instance: t.Any, tool: t.Any) -> t.Any:
-        asked.append(instance.id)
-        return await real_start(instance, tool)
-
-    monkeypatch.setattr(runtime, "start_shell", recording_start)
+    asked = runtime_calls("start_shell")
     container = make_instance()
     await asyncio.to_thread(container.pause)
     try:
