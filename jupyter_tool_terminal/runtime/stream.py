@@ -5,8 +5,8 @@ believes it is still paused; a ``resume_reading`` from anyone else (a session ho
 back for a frame interval) makes the transport read again while the reader never pauses it
 anew, so a client that stops reading lets the buffer grow without bound. :class:`ShellStream`
 is the protocol of a shell's connection instead: it alone pauses and resumes the transport,
-for either reason, so output waiting in the server never exceeds about ``limit`` bytes and
-the rest waits in the kernel and, behind it, in the shell's own terminal.
+for either reason, so output waiting in the server never exceeds ``limit`` bytes plus the one
+read that crossed it, and the rest waits in the kernel and, behind it, in the shell's terminal.
 """
 
 from __future__ import annotations
