@@ -199,7 +199,20 @@ class _ThreadReading(asyncio.Transport):
                 self._loop.call_soon_threadsafe(self._stream.eof_received)
                 self._loop.call_soon_threadsafe(self._stream.connection_lost, None)
                 return
-            self._loop.call_soon_threadsafe(self._stream.data_received, data)
+            # Wait until the stream took the piece (and paused, if it is full) before the
+            # next recv: the thread would otherwise read on while the loop is busy.
+            delivered: concurrent.futures.Future[None] = concurrent.futures.Future()
+            try:
+                self._loop.call_soon_threadsafe(self._deliver, data, delivered)
+            except RuntimeError:  # the event loop is closed: nobody reads any more
+                return
+            delivered.result()
+
+    def _deliver(self, data: bytes, delivered: concurrent.futures.Future[None]) -> None:
+        try:
+            self._stream.data_received(data)
+        finally:
+            delivered.set_result(None)
 
     def pause_reading(self) -> None:
         self._reading.clear()
