@@ -6,6 +6,11 @@
 * ``A``: jupyter_server + ``jupyter_server_terminals`` with a local ``/bin/sh``;
 * ``B``: the same with ``shell_command=["docker", "exec", "-it", CONTAINER, "/bin/sh"]``;
 * ``C``: no server, no WebSocket: the ``docker`` SDK's raw exec TTY socket on the same container.
+  Its flood is read by a plain blocking ``recv`` loop (what the socket gives; the reference for
+  throughput) and, for comparison, by the asyncio client every other path is read by.
+
+Echo is also shown against its floor: the WebSocket hop alone (each server's ``/bench/echo``)
+plus C's echo, and what a path adds above it (``echo p50 - hop - C``).
 
 It measures opening a terminal, keystroke echo, a flood of output, many concurrent typing
 sessions and one typing session while others open and close, prints one table with every figure
@@ -69,6 +74,8 @@ KEYS = "abcdefgijkopqrsuvwxyz"
 LINE = 40
 FLOOD_LINE = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 MIB = 1024 * 1024
+#: The environment of the raw exec (reference C), as the project's exec gets.
+RAW_ENV = {"TERM": "xterm-256color", "LANG": "C.UTF-8"}
 LABELS = {
     "tool": "this project",
     "A": "A: terminado\n/bin/sh",
@@ -322,11 +329,7 @@ class Client:
     async def _open_raw(self, target: Target) -> RawTerm:
         def start() -> tuple[str, socket.socket]:
             created = self.api.exec_create(
-                target.container,
-                ["/bin/sh"],
-                stdin=True,
-                tty=True,
-                environment={"TERM": "xterm-256color", "LANG": "C.UTF-8"},
+                target.container, ["/bin/sh"], stdin=True, tty=True, environment=RAW_ENV
             )
             sock = self.api.exec_start(created["Id"], tty=True, socket=True)
             raw: socket.socket = sock._sock.dup()
@@ -463,6 +466,14 @@ async def measure_echoes(
         if hop_samples.get(key):
             figures[key]["hop_p50_ms"] = ms(percentile(hop_samples[key], 0.5))
             figures[key]["hop_p99_ms"] = ms(percentile(hop_samples[key], 0.99))
+    # A server's echo cannot beat its floor: the WebSocket hop alone (same server, no shell)
+    # plus the raw exec round trip (C). What lies above that floor is the path's own cost.
+    raw = next((target.key for target in targets if target.kind == "raw"), None)
+    for key, found in figures.items():
+        if raw is not None and key != raw and "hop_p50_ms" in found:
+            floor = found["hop_p50_ms"] + figures[raw]["p50_ms"]
+            found["floor_p50_ms"] = round(floor, 3)
+            found["above_floor_p50_ms"] = round(found["p50_ms"] - floor, 3)
     return figures
 
 
@@ -476,11 +487,20 @@ async def measure_floods(
 ) -> dict[str, dict[str, t.Any]]:
     """``plan.flood_rounds`` floods through every target, taking turns; the median counts."""
     rates: dict[str, list[float]] = {target.key: [] for target in targets}
+    # C twice: its socket read by a blocking loop (the reference: what the socket gives) and
+    # by the asyncio client the other paths' figures come through (what that client reaches).
+    asyncio_client: list[float] = []
     for _ in range(plan.flood_rounds):
         for target in targets:
-            found = await measure_flood(client, target, plan)
+            if target.kind == "raw":
+                found = await asyncio.to_thread(
+                    raw_flood_blocking, client.api, target.container, plan.flood_bytes
+                )
+                asyncio_client.append((await measure_flood(client, target, plan))["mb_s"])
+            else:
+                found = await measure_flood(client, target, plan)
             rates[target.key].append(found["mb_s"])
-    return {
+    figures: dict[str, dict[str, t.Any]] = {
         key: {
             "mb_s": round(statistics.median(values), 2),
             "rounds_mb_s": values,
@@ -488,6 +508,70 @@ async def measure_floods(
         }
         for key, values in rates.items()
     }
+    for target in targets:
+        if target.kind == "raw" and asyncio_client:
+            figures[target.key]["asyncio_client_mb_s"] = round(statistics.median(asyncio_client), 2)
+    return figures
+
+
+def flood_command(nbytes: int) -> str:
+    return f"echo F_$((6*7)); yes {FLOOD_LINE} | head -c {nbytes}; echo G_$((6*7))\r"
+
+
+def check_flood(text: str, nbytes: int) -> None:
+    """Every byte of the flood arrived (the prompt may follow the end marker)."""
+    body = text[: text.rindex("G_42")].replace("\r\n", "\n")
+    if body != flood_expected(nbytes):
+        raise BenchError(f"flood: {len(body)} characters arrived, expected {nbytes}")
+
+
+def raw_flood_blocking(api: t.Any, container: str, nbytes: int) -> dict[str, t.Any]:
+    """Reference C at the socket's own speed: a plain blocking ``recv`` loop on the exec's raw
+    TTY socket, in a thread of its own (no event loop, no decoding while timed)."""
+    created = api.exec_create(container, ["/bin/sh"], stdin=True, tty=True, environment=RAW_ENV)
+    hijacked = api.exec_start(created["Id"], tty=True, socket=True)
+    raw: socket.socket = hijacked._sock.dup()
+    hijacked._sock.close()
+    hijacked.close()
+    raw.setblocking(True)
+
+    def read_until(marker: bytes, data: bytearray) -> int:
+        while (index := data.find(marker)) < 0:
+            chunk = raw.recv(1 << 20)
+            if not chunk:
+                raise BenchError(f"raw socket closed before {marker!r}")
+            data += chunk
+        return index + len(marker)
+
+    try:
+        seen = bytearray()
+        # Input sent in the instant a busybox shell starts can be lost (see Client.open).
+        raw.settimeout(1.0)
+        for attempt in range(10):
+            raw.sendall(READY_COMMAND.encode())
+            try:
+                read_until(READY.encode(), seen)
+                break
+            except TimeoutError:
+                if attempt == 9:
+                    raise
+        raw.settimeout(max(60.0, nbytes / 1e6))
+        raw.sendall(flood_command(nbytes).encode())
+        seen = seen[read_until(b"F_42\r\n", seen) :]
+        start = time.perf_counter()
+        received = bytearray(seen)
+        while b"G_42" not in received[-4096:]:
+            chunk = raw.recv(1 << 20)
+            if not chunk:
+                raise BenchError("raw socket closed during the flood")
+            received += chunk
+        elapsed = time.perf_counter() - start
+        check_flood(received.decode("utf-8", errors="replace"), nbytes)
+        with contextlib.suppress(OSError):
+            raw.sendall(b"exit\r")
+    finally:
+        raw.close()
+    return {"mb_s": round(nbytes / elapsed / 1e6, 2), "seconds": round(elapsed, 3), "bytes": nbytes}
 
 
 async def measure_flood(client: Client, target: Target, plan: Plan) -> dict[str, t.Any]:
@@ -496,7 +580,7 @@ async def measure_flood(client: Client, target: Target, plan: Plan) -> dict[str,
     term, _ = await client.open(target)
     loop = asyncio.get_running_loop()
     try:
-        await term.send(f"echo F_$((6*7)); yes {FLOOD_LINE} | head -c {nbytes}; echo G_$((6*7))\r")
+        await term.send(flood_command(nbytes))
         await term.expect("F_42\r\n")
         start = time.perf_counter()
         chunks = [term.buf]
@@ -510,15 +594,10 @@ async def measure_flood(client: Client, target: Target, plan: Plan) -> dict[str,
             received += len(chunk)
             tail = (tail + chunk)[-16:]
         elapsed = time.perf_counter() - start
-        # The shell's prompt may follow the marker; the command echo cannot contain "G_42".
         text = "".join(chunks)
         del chunks
-        body = text[: text.rindex("G_42")].replace("\r\n", "\n")
-        ok = body == flood_expected(nbytes)
+        check_flood(text, nbytes)
         del text
-        if not ok:
-            raise BenchError(f"flood: {len(body)} characters arrived, expected {nbytes}")
-        del body
     finally:
         await client.close_term(target, term)
     return {"mb_s": round(nbytes / elapsed / 1e6, 2), "seconds": round(elapsed, 3), "bytes": nbytes}
@@ -1076,7 +1155,15 @@ def rows(plan: Plan) -> list[Row]:
         ("echo p50", "ms", get("echo.p50_ms"), True),
         ("echo p99", "ms", get("echo.p99_ms"), True),
         ("echo p50, WebSocket hop alone", "ms", get("echo.hop_p50_ms"), True),
+        ("echo floor: hop + C's echo p50", "ms", get("echo.floor_p50_ms"), True),
+        ("echo p50 above its floor (p50 - hop - C)", "ms", get("echo.above_floor_p50_ms"), True),
         ("throughput", "MB/s", get("flood.mb_s"), False),
+        (
+            "throughput, C read by the asyncio client",
+            "MB/s",
+            get("flood.asyncio_client_mb_s"),
+            False,
+        ),
     ]
     for n in plan.scale_ns:
         table += [
@@ -1174,6 +1261,8 @@ def check_targets(results: dict[str, t.Any], plan: Plan) -> list[dict[str, t.Any
     echo_tool, echo_a, echo_b = (value(k, "echo.p50_ms") for k in ("tool", "A", "B"))
     checks.append(("echo p50 <= 0.6x B", echo_tool <= 0.6 * echo_b, f"{echo_tool} vs B {echo_b}"))
     checks.append(("echo p50 <= 1.5x A", echo_tool <= 1.5 * echo_a, f"{echo_tool} vs A {echo_a}"))
+    above = value("tool", "echo.above_floor_p50_ms")
+    checks.append(("echo p50 - hop - C <= 0.08 ms", above <= 0.08, f"{above}"))
     p99 = value("tool", "echo.p99_ms")
     checks.append(("echo p99 < 3 ms, one session", p99 < 3, f"{p99}"))
     flood_tool, flood_b, flood_c = (value(k, "flood.mb_s") for k in ("tool", "B", "C"))

@@ -78,7 +78,31 @@ class ToolTerminalApp(ExtensionApp):
         60,
         min=0,
         help="""Seconds a session created over REST waits for its first WebSocket client
-        before it is closed.""",
+        before it is closed. 0 turns this off: such a session then lasts until it is deleted,
+        its shell exits, it goes idle (`idle_timeout`) or the server stops.""",
+    ).tag(config=True)
+
+    max_clients_per_session = Integer(
+        8,
+        min=1,
+        help="""How many WebSocket connections one tool terminal accepts at once (tabs showing
+        it). More are refused before the upgrade with 429 (or, if several arrive at once,
+        closed with code 1013 after an `error` message).""",
+    ).tag(config=True)
+
+    max_clients_per_user = Integer(
+        32,
+        min=1,
+        help="""How many terminal WebSocket connections one user may hold open at once, over
+        all their tool terminals; more are refused as for `max_clients_per_session`.""",
+    ).tag(config=True)
+
+    max_input_backlog = Integer(
+        1024 * 1024,
+        min=1024,
+        help="""Bytes of input (keystrokes, pastes) a tool terminal queues for a program that
+        does not read them yet. Input beyond it is refused with an `error` message; the
+        connection itself is never held up by it.""",
     ).tag(config=True)
 
     replay_buffer_size = Integer(
@@ -188,6 +212,9 @@ class ToolTerminalApp(ExtensionApp):
             disconnect_grace=self.disconnect_grace,
             attach_timeout=self.attach_timeout,
             replay_limit=self.replay_buffer_size,
+            max_clients_per_session=self.max_clients_per_session,
+            max_clients_per_user=self.max_clients_per_user,
+            input_limit=self.max_input_backlog,
             log=self.log,
             audit=AuditLog(getattr(self.serverapp, "event_logger", None), self.log),
         )

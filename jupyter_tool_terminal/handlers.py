@@ -159,14 +159,19 @@ class SessionsHandler(ToolTerminalAPIHandler):
         self.finish(json.dumps(session.model()))
 
 
-class SessionHandler(ToolTerminalAPIHandler):
-    """``GET``/``DELETE /tool-terminal/api/sessions/{id}``."""
+class OwnSessionHandler(ToolTerminalAPIHandler):
+    """Base of the handlers of one of the caller's sessions (no methods of its own: each
+    route answers only the methods it defines, anything else 405)."""
 
     def _session(self, session_id: str) -> Session:
         try:
             return self.tool_sessions.get_session(self.owner(), session_id)
         except SessionError as error:
             self.fail(error)
+
+
+class SessionHandler(OwnSessionHandler):
+    """``GET``/``DELETE /tool-terminal/api/sessions/{id}``."""
 
     @web.authenticated
     @authorized
@@ -184,7 +189,7 @@ class SessionHandler(ToolTerminalAPIHandler):
         self.finish()
 
 
-class SessionResetHandler(SessionHandler):
+class SessionResetHandler(OwnSessionHandler):
     """``POST /tool-terminal/api/sessions/{id}/reset``: restart the session's shell."""
 
     @web.authenticated
@@ -208,9 +213,17 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
     _recheck: PeriodicCallback | None = None
     #: Who connected (the audit names them even once their credentials are gone).
     _username = ""
+    #: The owner name the connection acts as (its slot in the per-user connection cap).
+    _owner = ""
+    #: Whether the connection attached to its session (and holds a connection slot).
+    _attached = False
 
     def set_default_headers(self) -> None:
         """Leave headers to tornado: a WebSocket upgrade is not an HTML page."""
+
+    def write_error(self, status_code: int, **kwargs: t.Any) -> None:
+        """Refusals before the upgrade are JSON messages, as for the REST routes."""
+        t.cast(t.Any, APIHandler).write_error(self, status_code, **kwargs)
 
     def get_compression_options(self) -> dict[str, t.Any] | None:
         """No compression: a compressed frame could inflate past the size cap."""
@@ -240,9 +253,11 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
         if not user or owner is None:
             raise web.HTTPError(403)
         self._username = user.username
+        self._owner = owner
         session_id = args[0] if args else ""
         try:
             self.session = self.tool_sessions.get_session(owner, session_id)
+            self.tool_sessions.check_client_slot(self.session, owner)
         except SessionError as error:
             raise web.HTTPError(error.status, error.message) from None
         await super().get(*args, **kwargs)
@@ -255,7 +270,16 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
             self.write_message(json.dumps(["disconnect", 1]))
             self.close(1000)
             return
-        self.tool_sessions.client_attached(session)
+        try:
+            # Again: connections that passed the check together may not all fit.
+            self.tool_sessions.check_client_slot(session, self._owner)
+        except SessionError as error:
+            self.session = None
+            self._error(error.message)
+            self.close(1013, "Too many connections")
+            return
+        self.tool_sessions.client_attached(session, self._owner)
+        self._attached = True
         session.attach(self)
         interval = self.tool_app.auth_recheck_interval
         if interval > 0 and self.identity_provider.auth_enabled:
@@ -312,8 +336,9 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
         self._jupyter_current_user = user
         return await self._executing_owner(user) == session.owner
 
-    def send_frame(self, frame: str) -> t.Awaitable[None] | None:
-        """Send one frame to this client; ``None`` if the connection is gone."""
+    def send_frame(self, frame: str | bytes) -> t.Awaitable[None] | None:
+        """Send one text frame (``bytes`` already UTF-8 encoded, as a session's broadcast is,
+        once for all its clients); ``None`` if the connection is gone."""
         try:
             return self.write_message(frame)
         except WebSocketClosedError:
@@ -347,7 +372,12 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
             if len(command) < 2 or not isinstance(command[1], str):
                 self._error('Malformed frame: expected ["stdin", "text"].')
                 return
-            await session.write(command[1])
+            if not session.write(command[1]):
+                self._error(
+                    "Input not sent: the program in the terminal is not reading its input "
+                    f"and {session.input_backlog // 1024} KiB are already waiting for it. "
+                    "Wait for it, or reset the terminal."
+                )
         elif kind == "set_size":
             rows, cols = [*command[1:3], None, None][:2]
             if not all(_is_size(value) for value in (rows, cols)):
@@ -363,9 +393,10 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
         if self._recheck is not None:
             self._recheck.stop()
         session, self.session = self.session, None
-        if session is not None and not session.ended:
+        if session is not None and self._attached:
+            self._attached = False
             session.detach(self)
-            self.tool_sessions.client_detached(session)
+            self.tool_sessions.client_detached(session, self._owner)
 
 
 def _is_size(value: t.Any) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import re
@@ -15,11 +16,12 @@ from .session import Session
 from .tooltypes import ToolType
 
 #: Instance ids are container names, which Docker restricts to this (with a length cap here).
-INSTANCE_ID = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$")
+#: Every id pattern is used with ``fullmatch``: ``$`` would also match before a final newline.
+INSTANCE_ID = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}")
 #: What a request for a new session is told while the server stops.
 SHUTTING_DOWN = "The server is shutting down; it opens no new tool terminals."
 #: Session ids are ``secrets.token_urlsafe(24)``.
-SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{32}$")
+SESSION_ID = re.compile(r"[A-Za-z0-9_-]{32}")
 
 
 class SessionError(Exception):
@@ -64,12 +66,12 @@ class ShuttingDown(SessionError):
 
 def valid_instance_id(value: t.Any) -> bool:
     """Whether ``value`` is a syntactically valid instance id (checked before any engine call)."""
-    return isinstance(value, str) and INSTANCE_ID.match(value) is not None
+    return isinstance(value, str) and INSTANCE_ID.fullmatch(value) is not None
 
 
 def valid_session_id(value: t.Any) -> bool:
     """Whether ``value`` is a syntactically valid session id."""
-    return isinstance(value, str) and SESSION_ID.match(value) is not None
+    return isinstance(value, str) and SESSION_ID.fullmatch(value) is not None
 
 
 class SessionManager:
@@ -86,6 +88,9 @@ class SessionManager:
         disconnect_grace: float,
         attach_timeout: float,
         replay_limit: int,
+        max_clients_per_session: int = 8,
+        max_clients_per_user: int = 32,
+        input_limit: int = 1024 * 1024,
         log: logging.Logger,
         audit: AuditLog | None = None,
     ) -> None:
@@ -97,6 +102,11 @@ class SessionManager:
         self.disconnect_grace = disconnect_grace
         self.attach_timeout = attach_timeout
         self.replay_limit = replay_limit
+        self.max_clients_per_session = max_clients_per_session
+        self.max_clients_per_user = max_clients_per_user
+        self.input_limit = input_limit
+        # Open WebSocket connections per user (the owner name they act as).
+        self._clients_by_user: collections.Counter[str] = collections.Counter()
         self.log = log
         self.audit = audit or AuditLog(None, log)
         self.sessions: dict[str, Session] = {}
@@ -216,21 +226,27 @@ class SessionManager:
                 tool=tool,
                 runtime=self.runtime,
                 replay_limit=self.replay_limit,
+                input_limit=self.input_limit,
                 on_ended=self._session_ended,
                 log=self.log,
             )
             try:
                 await session.start()
-            except RuntimeUnavailable as error:
+            except BaseException as error:
+                # Whatever failed, a shell may have started: the session ends it (a runtime
+                # that failed half-way through starting one has already ended it itself).
                 await session.close("failed to start")
-                raise EngineUnavailable(str(error)) from error
+                if isinstance(error, RuntimeUnavailable):
+                    raise EngineUnavailable(str(error)) from error
+                raise
         finally:
             self._starting[owner] -= 1
             if not self._starting[owner]:
                 del self._starting[owner]
         self.sessions[session.id] = session
         self.start_culling()
-        self._arm_timer(session, self.attach_timeout, "never attached")
+        if self.attach_timeout > 0:  # 0 is off, as for the idle timeout
+            self._arm_timer(session, self.attach_timeout, "never attached")
         self.log.info(
             "Tool terminal %s opened in %s (%s) for %s",
             session.id[:8],
@@ -274,12 +290,32 @@ class SessionManager:
         if timer is not None:
             timer.cancel()
 
-    def client_attached(self, session: Session) -> None:
-        """A client connected: the session no longer waits to be closed."""
+    def check_client_slot(self, session: Session, user: str) -> None:
+        """Raise :class:`LimitReached` if ``user`` may not open another connection to
+        ``session`` (checked before the upgrade, and again when it attaches)."""
+        if len(session.clients) >= self.max_clients_per_session:
+            msg = (
+                f"This terminal already has {self.max_clients_per_session} connections; "
+                "close one first."
+            )
+            raise LimitReached(msg)
+        if self._clients_by_user[user] >= self.max_clients_per_user:
+            msg = (
+                f"You have {self.max_clients_per_user} terminal connections open; close one first."
+            )
+            raise LimitReached(msg)
+
+    def client_attached(self, session: Session, user: str) -> None:
+        """A client of ``user`` connected (its slot checked): the session no longer waits to
+        be closed."""
+        self._clients_by_user[user] += 1
         self._disarm_timer(session)
 
-    def client_detached(self, session: Session) -> None:
+    def client_detached(self, session: Session, user: str) -> None:
         """A client disconnected: the last one leaving ends the session (after the grace)."""
+        self._clients_by_user[user] -= 1
+        if self._clients_by_user[user] <= 0:
+            del self._clients_by_user[user]
         if not session.clients and not session.ended:
             self._arm_timer(session, self.disconnect_grace, "last client disconnected")
 

@@ -40,8 +40,9 @@ class TerminalClient(t.Protocol):
     #: The client's last requested terminal size (rows, cols), if it sent one.
     size: tuple[int, int] | None
 
-    def send_frame(self, frame: str) -> t.Awaitable[None] | None:
-        """Send one JSON text frame; the awaitable resolves once it left the server."""
+    def send_frame(self, frame: str | bytes) -> t.Awaitable[None] | None:
+        """Send one JSON text frame (``bytes``: already UTF-8 encoded); the awaitable resolves
+        once it left the server."""
 
     def end(self, code: int | None = None, reason: str | None = None) -> None:
         """Close the connection."""
@@ -77,6 +78,7 @@ class Session:
         tool: ToolType,
         runtime: ToolRuntime,
         replay_limit: int,
+        input_limit: int = 1024 * 1024,
         on_ended: t.Callable[[Session, str, int | None], None],
         log: logging.Logger,
     ) -> None:
@@ -100,6 +102,13 @@ class Session:
         self._log = log
         self._channel: ShellChannel | None = None
         self._pump_task: asyncio.Task[None] | None = None
+        # Keystrokes waiting for the shell: queued so that a connection never waits for a
+        # program that does not read (its frames, pongs included, must keep being read), and
+        # bounded: beyond ``input_limit`` bytes input is refused.
+        self._input: list[bytes] = []
+        self._input_size = 0
+        self._input_limit = input_limit
+        self._input_task: asyncio.Task[None] | None = None
         self._lifecycle = asyncio.Lock()
         self._resize_task: asyncio.Task[None] | None = None
         self._end_task: asyncio.Task[None] | None = None
@@ -135,11 +144,15 @@ class Session:
 
     async def _stop_shell(self) -> None:
         """Stop reading and have the runtime end the shell and everything it started."""
-        task, self._pump_task = self._pump_task, None
-        if task is not None and task is not asyncio.current_task():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        for task in (self._pump_task, self._input_task):
+            if task is not None and task is not asyncio.current_task():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._pump_task = self._input_task = None
+        # Input typed for this shell is not the next one's.
+        self._input.clear()
+        self._input_size = 0
         channel, self._channel = self._channel, None
         if channel is not None:
             await channel.terminate()
@@ -175,7 +188,8 @@ class Session:
     # -- output -------------------------------------------------------------------------------
 
     def _broadcast(self, message: list[t.Any]) -> list[t.Awaitable[None]]:
-        frame = json.dumps(message, ensure_ascii=False)
+        # Encoded once for every client.
+        frame = json.dumps(message, ensure_ascii=False).encode("utf-8")
         pending = []
         for client in list(self.clients):
             future = client.send_frame(frame)
@@ -207,9 +221,10 @@ class Session:
                 flooding = len(data) >= COALESCE_BYTES or (
                     last_frame_large and since_last < FRAME_INTERVAL
                 )
-                if data and flooding:
+                if data and flooding and len(data) < READ_CHUNK:
                     # What the engine sends meanwhile waits in the kernel, to be read at once
-                    # and sent as the next frame.
+                    # and sent as the next frame. (A full read means more is already waiting:
+                    # waiting for it would cap a flood at READ_CHUNK per FRAME_INTERVAL.)
                     channel.hold_output(True)
                     try:
                         await asyncio.sleep(max(FRAME_INTERVAL - since_last, 0.0005))
@@ -270,16 +285,41 @@ class Session:
         if client.size is not None and self.clients:
             self._schedule_resize()
 
-    async def write(self, text: str) -> None:
-        """Send keystrokes to the shell."""
+    @property
+    def input_backlog(self) -> int:
+        """Bytes of input queued for the shell and not yet taken by its terminal."""
+        return self._input_size
+
+    def write(self, text: str) -> bool:
+        """Queue keystrokes for the shell, in order; ``False`` (nothing queued) if the
+        backlog of input the shell has not taken yet is already at its limit."""
         channel = self._channel
-        if channel is None or self.ended:
-            return
+        if channel is None or self.ended or not text:
+            return True
+        if self._input_size >= self._input_limit:
+            return False
+        data = text.encode("utf-8", errors="replace")
         self._touch()
-        try:
-            await channel.write(text.encode("utf-8", errors="replace"))
-        except (ConnectionError, OSError):
-            self._log.debug("Tool terminal input dropped: the stream is closed")
+        self._input.append(data)
+        self._input_size += len(data)
+        if self._input_task is None or self._input_task.done():
+            self._input_task = asyncio.create_task(self._feed_input(channel))
+        return True
+
+    async def _feed_input(self, channel: ShellChannel) -> None:
+        while self._input and channel is self._channel:
+            # Everything queued meanwhile goes in one write.
+            data = b"".join(self._input)
+            self._input.clear()
+            try:
+                await channel.write(data)
+            except (ConnectionError, OSError):
+                self._log.debug("Tool terminal input dropped: the stream is closed")
+                self._input.clear()
+                self._input_size = 0
+                return
+            finally:
+                self._input_size = max(self._input_size - len(data), 0)
 
     def resize_requested(self) -> None:
         """A client changed its size: the terminal takes the smallest size of all clients."""

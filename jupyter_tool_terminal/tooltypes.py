@@ -22,8 +22,9 @@ TOOL_TYPE_KEYS: dict[str, str] = {
 #: or, once the instance's last session ends, every process started since its first one.
 CLEANUP_MODES = ("session", "instance")
 
-_TOOL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Used with ``fullmatch``: ``$`` would also match before a final newline.
+_TOOL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class ToolTypeError(ValueError):
@@ -81,7 +82,7 @@ def parse_tool_type(name: t.Any, spec: t.Any) -> ToolType:
     that is not a non-empty list of strings, a relative working directory, and so on. Nothing
     is ever silently replaced by a default.
     """
-    if not isinstance(name, str) or not _TOOL_NAME.match(name):
+    if not isinstance(name, str) or not _TOOL_NAME.fullmatch(name):
         _fail(str(name), "the name must be 1-64 letters, digits, '_', '.' or '-'")
     if not isinstance(spec, t.Mapping):
         _fail(name, f"must be a mapping of settings, not {type(spec).__name__}")
@@ -104,7 +105,7 @@ def parse_tool_type(name: t.Any, spec: t.Any) -> ToolType:
     if not isinstance(env, t.Mapping):
         _fail(name, f"'env' must be {TOOL_TYPE_KEYS['env']}, not {env!r}")
     for key, value in env.items():
-        if not isinstance(key, str) or not _ENV_NAME.match(key):
+        if not isinstance(key, str) or not _ENV_NAME.fullmatch(key):
             _fail(name, f"'env' has an invalid variable name {key!r}")
         if not isinstance(value, str) or "\x00" in value:
             _fail(name, f"'env' value of {key!r} must be a string without NUL")

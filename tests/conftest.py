@@ -7,12 +7,14 @@ import contextlib
 import json
 import logging
 import subprocess
+import threading
 import time
 import typing as t
 import uuid
 from pathlib import Path
 
 import docker
+import docker.api.client
 import docker.errors
 import pytest
 from jupyter_server.auth.identity import IdentityProvider, User
@@ -104,6 +106,31 @@ def debian_image(docker_client: docker.DockerClient) -> str:
     return DEBIAN_IMAGE
 
 
+#: Set while a test's own fixture code may block the event loop (creating its containers before
+#: the server is used); any other Docker SDK call on the loop's thread fails the test.
+_SDK_ON_LOOP_ALLOWED = threading.local()
+
+
+@pytest.fixture(autouse=True)
+def no_blocking_sdk_calls_on_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail a test that calls the Docker SDK on the event loop the server under test shares:
+    the server stalls meanwhile, which hides or fakes timing results (asyncio.to_thread)."""
+    real_send = docker.api.client.APIClient.send
+
+    def send(self: t.Any, request: t.Any, **kwargs: t.Any) -> t.Any:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass  # a worker thread, or a synchronous test
+        else:
+            if not getattr(_SDK_ON_LOOP_ALLOWED, "value", False):
+                msg = f"blocking Docker SDK call on the event loop: {request.method} {request.url}"
+                raise AssertionError(msg)
+        return real_send(self, request, **kwargs)
+
+    monkeypatch.setattr(docker.api.client.APIClient, "send", send)
+
+
 InstanceFactory = t.Callable[..., t.Any]
 
 
@@ -124,14 +151,18 @@ def make_instance(docker_client: docker.DockerClient) -> t.Iterator[InstanceFact
             "jupyter-tool-terminal.tool": tool,
         }
         all_labels.update(labels or {})
-        container = docker_client.containers.run(
-            image,
-            name=name or f"jtt-test-{uuid.uuid4().hex[:10]}",
-            detach=True,
-            init=True,
-            network_mode="none",
-            labels={k: v for k, v in all_labels.items() if v is not None},
-        )
+        _SDK_ON_LOOP_ALLOWED.value = True
+        try:
+            container = docker_client.containers.run(
+                image,
+                name=name or f"jtt-test-{uuid.uuid4().hex[:10]}",
+                detach=True,
+                init=True,
+                network_mode="none",
+                labels={k: v for k, v in all_labels.items() if v is not None},
+            )
+        finally:
+            _SDK_ON_LOOP_ALLOWED.value = False
         created.append(container)
         return container
 
@@ -183,6 +214,29 @@ def tool_app(jp_serverapp: t.Any) -> ToolTerminalApp:
 
 
 @pytest.fixture
+def runtime_calls(
+    tool_app: ToolTerminalApp, monkeypatch: pytest.MonkeyPatch
+) -> t.Callable[[str], list[tuple[t.Any, ...]]]:
+    """Record the calls of one of the runtime's async methods (they still run): returns the
+    list the arguments of each call go to."""
+
+    def record(method: str) -> list[tuple[t.Any, ...]]:
+        runtime = tool_app.tool_runtime
+        assert runtime is not None
+        calls: list[tuple[t.Any, ...]] = []
+        real = getattr(runtime, method)
+
+        async def recording(*args: t.Any) -> t.Any:
+            calls.append(args)
+            return await real(*args)
+
+        monkeypatch.setattr(runtime, method, recording)
+        return calls
+
+    return record
+
+
+@pytest.fixture
 def tool_types() -> dict[str, t.Any]:
     """The tool types the server is configured with (tests may override)."""
     return TOOL_TYPES
@@ -224,21 +278,24 @@ class Api:
         self._ws_fetch = ws_fetch
         self.headers = headers
 
-    async def call(self, method: str, *path: str, body: t.Any = None) -> t.Any:
-
+    async def _request(self, method: str, *path: str, body: t.Any = None) -> t.Any:
         kwargs: dict[str, t.Any] = {"method": method, "headers": self.headers}
         if body is not None:
             kwargs["body"] = body if isinstance(body, str | bytes) else json.dumps(body)
-        elif method == "POST":
+        elif method in ("POST", "PUT", "PATCH"):
             kwargs["body"] = b""
-        response = await self._fetch("tool-terminal", "api", *path, **kwargs)
+        return await self._fetch("tool-terminal", "api", *path, **kwargs)
+
+    async def call(self, method: str, *path: str, body: t.Any = None) -> t.Any:
+        """The JSON body of a successful request (raises on 4xx/5xx)."""
+        response = await self._request(method, *path, body=body)
         return json.loads(response.body) if response.body else None
 
     async def status(self, method: str, *path: str, body: t.Any = None) -> tuple[int, t.Any]:
-        """(status, JSON body) without raising on 4xx."""
-
+        """(status, JSON body) without raising on 4xx: the real status, 201 and 204 included."""
         try:
-            return 200, await self.call(method, *path, body=body)
+            response = await self._request(method, *path, body=body)
+            return response.code, json.loads(response.body) if response.body else None
         except HTTPClientError as error:
             text = (error.response.body if error.response else None) or b"{}"
             try:

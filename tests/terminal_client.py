@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+import os
 import re
+import socket
+import struct
 import typing as t
 
 from tornado.websocket import WebSocketClientConnection
@@ -97,3 +101,79 @@ class TerminalClient:
             "do i=$((i+1)); sleep 0.01; done; stty size"
         )
         return (await self.run(loop, timeout)).strip()
+
+
+class RawTerminalClient:
+    """A terminal client on a plain socket, as a browser tab is: its receive buffer is small
+    and it reads only when told to, so a stalled tab really stops the server's writes."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+        #: The end of the output received so far (the whole of a flood is not kept).
+        self.tail = ""
+        self.received = 0
+
+    @classmethod
+    async def connect(
+        cls, port: int, path: str, headers: dict[str, str], receive_buffer: int
+    ) -> RawTerminalClient:
+        """Upgrade a connection whose receive buffer is set before it connects."""
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+        sock.setblocking(False)
+        await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
+        reader, writer = await asyncio.open_connection(sock=sock)
+        key = base64.b64encode(os.urandom(16)).decode()
+        lines = [
+            f"GET {path} HTTP/1.1",
+            f"Host: 127.0.0.1:{port}",
+            "Upgrade: websocket",
+            "Connection: Upgrade",
+            f"Sec-WebSocket-Key: {key}",
+            "Sec-WebSocket-Version: 13",
+            *(f"{name}: {value}" for name, value in headers.items()),
+        ]
+        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode())
+        head = await reader.readuntil(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 101 "), head
+        return cls(reader, writer)
+
+    async def next_frame(self) -> list[t.Any]:
+        """Read one frame (the server sends whole, unmasked text frames)."""
+        first, second = await self.reader.readexactly(2)
+        assert first & 0x0F in (0x1, 0x8), first
+        length = second & 0x7F
+        if length == 126:
+            length = struct.unpack("!H", await self.reader.readexactly(2))[0]
+        elif length == 127:
+            length = struct.unpack("!Q", await self.reader.readexactly(8))[0]
+        payload = await self.reader.readexactly(length)
+        if first & 0x0F == 0x8:
+            return ["closed"]
+        frame = json.loads(payload)
+        if frame[0] == "stdout":
+            self.received += len(frame[1])
+            self.tail = (self.tail + frame[1])[-4096:]
+        return t.cast(list[t.Any], frame)
+
+    async def read_until(self, needle: str) -> None:
+        """Read frames until ``needle`` appears in the output."""
+        while needle not in self.tail:
+            frame = await self.next_frame()
+            assert frame != ["closed"], self.tail
+
+    def send(self, *message: t.Any) -> None:
+        """Send one (masked, as a client must) text frame."""
+        payload = json.dumps(list(message)).encode()
+        mask = os.urandom(4)
+        if len(payload) < 126:
+            header = struct.pack("!BB", 0x81, 0x80 | len(payload))
+        else:
+            header = struct.pack("!BBH", 0x81, 0x80 | 126, len(payload))
+        masked = bytes(byte ^ mask[i % 4] for i, byte in enumerate(payload))
+        self.writer.write(header + mask + masked)
+
+    def close(self) -> None:
+        """Drop the connection."""
+        self.writer.close()

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import typing as t
 
 import pytest
 from jupyter_server.auth.authorizer import Authorizer
 from tornado.httpclient import HTTPClientError
+
+from jupyter_tool_terminal.manager import valid_instance_id, valid_session_id
 
 from .conftest import Api, InstanceFactory
 
@@ -78,6 +81,25 @@ async def test_malformed_instance_ids_are_refused(
     assert body["message"] == "No such tool instance for this user."
 
 
+async def test_an_instance_id_with_a_trailing_newline_never_reaches_the_engine(
+    alice: Api,
+    make_instance: InstanceFactory,
+    runtime_calls: t.Callable[[str], list[tuple[t.Any, ...]]],
+) -> None:
+    # `$` matches before a final newline: an anchored pattern let "name\n" through to the
+    # engine (GET /containers/name%0A/json).
+    container = make_instance()
+    asked = runtime_calls("get_instance")
+    for suffix in ["\n", "\r\n", "\n\n"]:
+        status, body = await alice.status(
+            "POST", "sessions", body={"instance": container.name + suffix}
+        )
+        assert (status, body["message"]) == (403, "No such tool instance for this user.")
+    assert asked == []
+    assert (await alice.status("POST", "sessions", body={"instance": container.name}))[0] == 201
+    assert asked == [(container.name,)]
+
+
 @pytest.mark.parametrize(
     "body", ["", "{", "[]", '{"instance": 3}', '{"other": "x"}', '{"instance": NaN}', "null"]
 )
@@ -99,7 +121,7 @@ async def test_stopped_instance_is_409(
     alice: Api, make_instance: InstanceFactory, docker_client: t.Any
 ) -> None:
     container = make_instance()
-    container.stop(timeout=0)
+    await asyncio.to_thread(container.stop, timeout=0)
     instances = await alice.call("GET", "instances")
     assert [i["status"] for i in instances if i["id"] == container.name] == ["exited"]
     status, body = await alice.status("POST", "sessions", body={"instance": container.name})
@@ -172,3 +194,38 @@ class TestDefaultIdentityProvider:
         assert [i["id"] for i in instances] == [carols.name]
         _, term = await api.terminal(carols.name)
         assert await term.run("echo $((1+1))") == "2\r\n"
+
+
+def test_id_patterns_match_the_whole_string() -> None:
+    assert valid_instance_id("box-1")
+    assert valid_session_id("A" * 32)
+    for bad in ["\n", "\r", "\r\n", " ", "\x00"]:
+        assert not valid_instance_id("box-1" + bad), repr(bad)
+        assert not valid_session_id("A" * 32 + bad), repr(bad)
+        assert not valid_instance_id(bad + "box-1"), repr(bad)
+
+
+async def test_a_session_id_with_a_trailing_newline_is_refused(
+    alice: Api, make_instance: InstanceFactory
+) -> None:
+    container = make_instance()
+    model, _ = await alice.terminal(container.name)
+    for method, path in [("GET", ()), ("DELETE", ()), ("POST", ("reset",))]:
+        status, body = await alice.status(method, "sessions", model["id"] + "\n", *path)
+        assert (status, body["message"]) == (403, "No such session for this user."), method
+    assert (await alice.call("GET", "sessions", model["id"]))["clients"] == 1
+
+
+@pytest.mark.parametrize("method", ["GET", "DELETE", "PUT", "PATCH"])
+async def test_reset_only_answers_post(
+    alice: Api, make_instance: InstanceFactory, method: str
+) -> None:
+    container = make_instance()
+    model, term = await alice.terminal(container.name)
+    body = "{}" if method in ("PUT", "PATCH") else None
+    status, reply = await alice.status(method, "sessions", model["id"], "reset", body=body)
+    assert status == 405, (status, reply)
+    assert "message" in reply
+    # Nothing happened to the session.
+    assert (await alice.call("GET", "sessions", model["id"]))["clients"] == 1
+    assert await term.run("echo alive") == "alive\r\n"

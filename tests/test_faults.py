@@ -13,8 +13,9 @@ import docker
 import pytest
 
 from jupyter_tool_terminal.app import ToolTerminalApp
+from jupyter_tool_terminal.runtime.docker import DockerRuntime
 
-from .conftest import Api, InstanceFactory
+from .conftest import BASE_PROCESSES, Api, InstanceFactory, container_processes, exec_count
 
 
 @pytest.mark.parametrize("how", ["stop", "remove"])
@@ -61,14 +62,22 @@ class TestBrokenShell:
 
 
 async def test_a_paused_instance_is_409_and_spawns_nothing(
-    alice: Api, make_instance: InstanceFactory
+    alice: Api,
+    make_instance: InstanceFactory,
+    runtime_calls: t.Callable[[str], list[tuple[t.Any, ...]]],
 ) -> None:
+    # The engine itself refuses an exec in a paused container, so its exec count alone would
+    # not tell: the server must not even ask for a shell.
+    asked = runtime_calls("start_shell")
     container = make_instance()
     await asyncio.to_thread(container.pause)
     try:
         status, body = await alice.status("POST", "sessions", body={"instance": container.name})
         assert status == 409
         assert "paused" in body["message"]
+        assert asked == []
+        assert await asyncio.to_thread(exec_count, container) == 0
+        assert await alice.call("GET", "sessions") == []
     finally:
         await asyncio.to_thread(container.unpause)
 
@@ -95,6 +104,37 @@ async def test_exec_refused_by_the_engine_is_503_without_traceback(
     assert status == 503
     assert body["message"] == "the container engine refused the operation"
     assert await alice.call("GET", "sessions") == []
+
+
+async def test_a_failure_after_the_shell_started_kills_it(
+    alice: Api, make_instance: InstanceFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The exec is started; then opening its stream fails with an error nobody expected.
+    started: list[str] = []
+
+    async def broken_channel(runtime: DockerRuntime, shell: t.Any, sock: t.Any) -> t.Any:
+        started.append(shell.exec_id)
+        msg = "injected: the exec socket cannot be opened"
+        raise OSError(msg)
+
+    monkeypatch.setattr(DockerRuntime, "_channel", broken_channel)
+    container = make_instance()
+    status, body = await alice.status("POST", "sessions", body={"instance": container.name})
+    assert status == 503, (status, body)
+    assert body["message"] == "the container engine is not reachable"
+    assert await alice.call("GET", "sessions") == []
+    # The engine had started the shell: it must have been killed, not left to run forever.
+    (exec_id,) = started
+    api = container.client.api
+    deadline = time.monotonic() + 10
+    while True:
+        info = await asyncio.to_thread(api.exec_inspect, exec_id)
+        if not info["Running"] and info["ExitCode"] is not None:
+            break
+        assert time.monotonic() < deadline, f"a started shell was left running: {info}"
+        await asyncio.sleep(0.05)
+    processes = await asyncio.to_thread(container_processes, container)
+    assert set(processes) <= BASE_PROCESSES, processes
 
 
 def _restart_dockerd() -> None:

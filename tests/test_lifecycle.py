@@ -120,6 +120,23 @@ async def test_a_session_never_attached_is_closed(
     await _assert_only_base(container)
 
 
+class TestAttachTimeoutOff:
+    """``attach_timeout = 0`` means off, as 0 does for ``idle_timeout`` and ``ping_interval``."""
+
+    @pytest.fixture
+    def extension_config(self) -> dict[str, t.Any]:
+        return {"attach_timeout": 0}
+
+    async def test_a_session_waits_for_its_first_client(
+        self, alice: Api, make_instance: InstanceFactory, tool_app: ToolTerminalApp
+    ) -> None:
+        container = make_instance()
+        model = await alice.open_session(container.name)
+        assert [s["id"] for s in await alice.call("GET", "sessions")] == [model["id"]]
+        term = await alice.connect(model["id"])
+        assert await term.run("echo attached") == "attached\r\n"
+
+
 class TestGracePeriod:
     """With ``disconnect_grace`` set, a reload can come back to its session."""
 
@@ -224,6 +241,11 @@ def _signal_reaper(container: t.Any, signal: str) -> None:
     assert result.exit_code == 0, result.output
 
 
+async def _signal_reaper_async(container: t.Any, signal: str) -> None:
+    # A blocking SDK call: off the event loop that the server under test shares.
+    await asyncio.to_thread(_signal_reaper, container, signal)
+
+
 async def _close_busy_session(alice: Api, container: t.Any) -> float:
     """Open a session with background work, close it, and check that all of it is gone;
     returns the seconds the close took."""
@@ -242,7 +264,7 @@ async def test_kills_go_on_when_the_reaper_is_killed(
     container = make_instance()
     await _start_reaper(alice, container)
     # A root user of the container may kill it: the next kill must not depend on it.
-    _signal_reaper(container, "KILL")
+    await _signal_reaper_async(container, "KILL")
     assert not await _reaper_running(container)
     for _ in range(2):
         await _close_busy_session(alice, container)
@@ -256,11 +278,11 @@ async def test_a_silent_reaper_does_not_hold_up_a_close(
     monkeypatch.setattr(docker_runtime, "REAPER_TIMEOUT", 1.0)
     container = make_instance()
     await _start_reaper(alice, container)
-    _signal_reaper(container, "STOP")
+    await _signal_reaper_async(container, "STOP")
     # One reaper timeout, then the kill's own exec (not the engine's or the client's timeout).
     assert await _close_busy_session(alice, container) < 5.0
     # Given up on, the reaper's stdin is closed: once it runs again it reads the end and exits.
-    _signal_reaper(container, "CONT")
+    await _signal_reaper_async(container, "CONT")
 
     async def reaper_gone() -> bool:
         return not await _reaper_running(container)

@@ -4,12 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import os
 import typing as t
 
 import pytest
+from tornado.httpclient import HTTPClientError
 
-from .conftest import BASE_PROCESSES, Api, InstanceFactory, exec_count, wait_for_processes
+from jupyter_tool_terminal.app import ToolTerminalApp
+
+from .conftest import (
+    ALICE,
+    BASE_PROCESSES,
+    Api,
+    InstanceFactory,
+    exec_count,
+    wait_for_processes,
+    wait_until,
+)
 
 
 class TestSessionCaps:
@@ -25,7 +37,7 @@ class TestSessionCaps:
             *(alice.status("POST", "sessions", body={"instance": alices.name}) for _ in range(50))
         )
         statuses = sorted(status for status, _ in results)
-        assert statuses == [200] * 5 + [429] * 45
+        assert statuses == [201] * 5 + [429] * 45
         refused = next(body for status, body in results if status == 429)
         assert "close one first" in refused["message"]
         assert len(await alice.call("GET", "sessions")) == 5
@@ -36,7 +48,7 @@ class TestSessionCaps:
         results = await asyncio.gather(
             *(bob.status("POST", "sessions", body={"instance": bobs.name}) for _ in range(10))
         )
-        assert sorted(status for status, _ in results) == [200] * 3 + [429] * 7
+        assert sorted(status for status, _ in results) == [201] * 3 + [429] * 7
         status, body = await bob.status("POST", "sessions", body={"instance": bobs.name})
         assert status == 429
         assert "limit" in body["message"]
@@ -45,7 +57,75 @@ class TestSessionCaps:
         first = (await alice.call("GET", "sessions"))[0]
         await alice.call("DELETE", "sessions", first["id"])
         status, _ = await bob.status("POST", "sessions", body={"instance": bobs.name})
-        assert status == 200
+        assert status == 201
+
+
+class TestClientCaps:
+    @pytest.fixture
+    def extension_config(self) -> dict[str, t.Any]:
+        return {"max_clients_per_session": 2, "max_clients_per_user": 3}
+
+    async def test_clients_per_session_and_per_user_are_capped_before_the_upgrade(
+        self, alice: Api, bob: Api, make_instance: InstanceFactory
+    ) -> None:
+        container = make_instance()
+        first = await alice.open_session(container.name)
+        second = await alice.open_session(container.name)
+        a1, a2 = await alice.connect(first["id"]), await alice.connect(first["id"])
+        with pytest.raises(HTTPClientError) as refused:
+            await alice.connect(first["id"])
+        assert refused.value.code == 429
+        assert refused.value.response is not None
+        assert "connections" in json.loads(refused.value.response.body)["message"]
+        # A third connection of the user's, to another session: the per-user cap is 3.
+        b1 = await alice.connect(second["id"])
+        with pytest.raises(HTTPClientError) as refused:
+            await alice.connect(second["id"])
+        assert refused.value.code == 429
+        # Another user is not held back by alice's connections.
+        bobs = make_instance(owner="bob")
+        _, bob_term = await bob.terminal(bobs.name)
+        assert await bob_term.run("echo bob") == "bob\r\n"
+        # Closing a connection frees its slot; the refused ones left nothing behind.
+        assert (await alice.call("GET", "sessions", first["id"]))["clients"] == 2
+        a2.ws.close()
+
+        async def one_client() -> bool:
+            return bool((await alice.call("GET", "sessions", first["id"]))["clients"] == 1)
+
+        await wait_until(one_client)
+        again = await alice.connect(second["id"])
+        for term in (a1, b1, again):
+            assert await term.run("echo ok") == "ok\r\n"
+
+    async def test_concurrent_connections_never_exceed_the_cap(
+        self, alice: Api, make_instance: InstanceFactory, tool_app: ToolTerminalApp
+    ) -> None:
+        container = make_instance()
+        model = await alice.open_session(container.name)
+
+        async def attempt() -> str:
+            try:
+                ws = await alice._ws_fetch("tool-terminal", "websocket", model["id"], headers=ALICE)
+            except HTTPClientError as error:
+                return str(error.code)
+            message = await ws.read_message()
+            first = json.loads(message) if message else None
+            if first == ["setup", {}]:
+                return "open"
+            # Lost the race to the cap after the upgrade: told why, then closed with 1013.
+            assert first is not None
+            assert first[0] == "error", first
+            assert await ws.read_message() is None
+            assert ws.close_code == 1013
+            return "closed"
+
+        results = await asyncio.gather(*(attempt() for _ in range(8)))
+        assert results.count("open") == 2, results
+        assert tool_app.session_manager is not None
+        session = tool_app.session_manager.sessions[model["id"]]
+        assert len(session.clients) == 2
+        assert (await alice.call("GET", "sessions", model["id"]))["clients"] == 2
 
 
 class TestIdleTimeout:

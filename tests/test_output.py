@@ -7,7 +7,12 @@ import re
 import time
 import typing as t
 
-from .conftest import Api, InstanceFactory, wait_until
+import psutil
+
+from jupyter_tool_terminal.app import ToolTerminalApp
+
+from .conftest import ALICE, Api, InstanceFactory, wait_until
+from .terminal_client import RawTerminalClient
 
 
 def _rss_mib() -> float:
@@ -62,6 +67,79 @@ async def test_a_client_that_stops_reading_applies_backpressure(
     flood.output = ""
     flood.send("stdin", "\x03")
     assert await flood.run("echo recovered", timeout=30) == "recovered\r\n"
+
+
+async def test_a_stalled_browser_tab_holds_the_flood_in_the_shell_not_the_server(
+    alice: Api, make_instance: InstanceFactory, jp_http_port: int, jp_base_url: str
+) -> None:
+    """A tab in the background: its socket stays open with a small receive buffer, and it
+    reads nothing for 10 s while `yes` floods. The server's memory must not take the flood."""
+    container = make_instance()
+    model = await alice.open_session(container.name)
+    path = f"{jp_base_url}tool-terminal/websocket/{model['id']}"
+    tab = await RawTerminalClient.connect(jp_http_port, path, ALICE, receive_buffer=64 * 1024)
+    try:
+        assert await tab.next_frame() == ["setup", {}]
+        tab.send("stdin", "yes flood-line-with-some-length\r")
+        while tab.received < 256 * 1024:
+            await tab.next_frame()
+        server = psutil.Process()
+        before = server.memory_info().rss
+        peak = before
+        stalled_until = time.monotonic() + 10
+        while time.monotonic() < stalled_until:  # the tab reads nothing meanwhile
+            await asyncio.sleep(0.25)
+            peak = max(peak, server.memory_info().rss)
+        grown = (peak - before) / 2**20
+        assert grown < 64, f"the server grew by {grown:.0f} MiB while the tab stalled"
+
+        # The tab reads again and presses Ctrl-C: the session answers within 2 s.
+        reading = asyncio.create_task(tab.read_until("recovered"))
+        asked = time.monotonic()
+        tab.send("stdin", "\x03")
+        tab.send("stdin", "echo reco''vered\r")
+        await asyncio.wait_for(reading, timeout=10)
+        answered = time.monotonic() - asked
+        assert answered < 2.0, f"the session answered after {answered:.1f} s"
+    finally:
+        tab.close()
+
+
+class _RecordingClient:
+    """A client that only records what the session sends it."""
+
+    size: tuple[int, int] | None = None
+
+    def __init__(self) -> None:
+        self.frames: list[t.Any] = []
+
+    def send_frame(self, frame: str | bytes) -> None:
+        self.frames.append(frame)
+
+    def end(self, code: int | None = None, reason: str | None = None) -> None:
+        del code, reason
+
+
+async def test_output_is_encoded_once_for_every_client(
+    alice: Api, make_instance: InstanceFactory, tool_app: ToolTerminalApp
+) -> None:
+    container = make_instance()
+    model, term = await alice.terminal(container.name)
+    assert tool_app.session_manager is not None
+    session = tool_app.session_manager.sessions[model["id"]]
+    first, second = _RecordingClient(), _RecordingClient()
+    session.attach(first)
+    session.attach(second)
+    try:
+        assert await term.run("echo once") == "once\r\n"
+    finally:
+        session.detach(first)
+        session.detach(second)
+    live = [frame for frame in first.frames if isinstance(frame, bytes)]
+    assert live, first.frames
+    # The very same encoded frame went to both: one JSON and UTF-8 encode per frame.
+    assert all(a is b for a, b in zip(live, second.frames[-len(live) :], strict=True))
+    assert b"once" in b"".join(live)
 
 
 async def test_utf8_split_at_every_byte_offset_arrives_intact(

@@ -113,7 +113,7 @@ async def test_renamed_and_replaced_containers_are_resolved_by_id(
     model, term = await alice.terminal(name)
     await term.run("echo $$ > /tmp/marker")
     await asyncio.to_thread(original.rename, f"{name}-old")
-    impostor = make_instance(owner="bob", name=name)
+    impostor = await asyncio.to_thread(make_instance, owner="bob", name=name)
     # Alice's session keeps running in the container it was opened in.
     assert await term.run("cat /tmp/marker") != ""
     # Alice cannot open bob's container under the old name; bob can.
@@ -138,7 +138,7 @@ async def test_cookie_authenticated_writes_need_xsrf(
 
 
 async def test_owner_labels_compare_exactly(alice: Api, make_instance: InstanceFactory) -> None:
-    for owner in ["Alice", "alice ", "alice.", "\uff41lice"]:
+    for owner in ["Alice", "alice ", "alice.", "\uff41lice", "alice\n", "alice\r\n"]:
         container = make_instance(owner=owner)
         status, _ = await alice.status("POST", "sessions", body={"instance": container.name})
         assert status == 403, owner

@@ -7,6 +7,8 @@ import typing as t
 import pytest
 from tornado.httpclient import HTTPClientError
 
+from jupyter_tool_terminal.app import ToolTerminalApp
+
 from .conftest import (
     BASE_PROCESSES,
     REVOKED_TOKENS,
@@ -36,6 +38,7 @@ class TestAccessRecheck:
         make_instance: InstanceFactory,
         revoke: t.Callable[[str], None],
         audit: AuditEvents,
+        tool_app: ToolTerminalApp,
     ) -> None:
         container = make_instance()
         alice_model, alice_term = await alice.terminal(container.name)
@@ -43,6 +46,7 @@ class TestAccessRecheck:
         _, bob_term = await bob.terminal(bob_container.name)
         assert (await alice_term.run("echo $((6*7))")).strip() == "42"
 
+        assert _scheduled_checks(tool_app, alice_model["id"]) == [True]
         revoke("alice-secret-token")
         await alice_term.wait_closed(timeout=5)
         assert alice_term.ws.close_code == 1008
@@ -68,10 +72,27 @@ class TestAccessRecheckOff:
         return {"auth_recheck_interval": 0}
 
     async def test_with_checks_off_an_open_terminal_outlives_its_token(
-        self, alice: Api, make_instance: InstanceFactory, revoke: t.Callable[[str], None]
+        self,
+        alice: Api,
+        make_instance: InstanceFactory,
+        revoke: t.Callable[[str], None],
+        tool_app: ToolTerminalApp,
     ) -> None:
         container = make_instance()
-        _, term = await alice.terminal(container.name)
+        model, term = await alice.terminal(container.name)
         revoke("alice-secret-token")
         assert (await term.run("echo $((6*7))")).strip() == "42"
         assert not term.closed
+        # No check is scheduled at all (a check at any interval would close the connection
+        # now that the token is revoked, however long after this test it came).
+        assert _scheduled_checks(tool_app, model["id"]) == [False]
+
+
+def _scheduled_checks(tool_app: ToolTerminalApp, session_id: str) -> list[bool]:
+    """For each connection to the session, whether a periodic access check is running."""
+    assert tool_app.session_manager is not None
+    session = tool_app.session_manager.sessions[session_id]
+    return [
+        bool(getattr(client, "_recheck", None) and client._recheck.is_running())  # type: ignore[attr-defined]
+        for client in session.clients
+    ]

@@ -16,6 +16,15 @@ async def test_type_and_see_output(alice: Api, make_instance: InstanceFactory) -
     assert await term.run("echo $((6*7))") == "42\r\n"
 
 
+async def test_statuses_are_the_real_ones(alice: Api, make_instance: InstanceFactory) -> None:
+    container = make_instance()
+    status, model = await alice.status("POST", "sessions", body={"instance": container.name})
+    assert status == 201
+    assert await alice.status("GET", "sessions", model["id"]) == (200, model)
+    assert (await alice.status("POST", "sessions", model["id"], "reset"))[0] == 200
+    assert await alice.status("DELETE", "sessions", model["id"]) == (204, None)
+
+
 async def test_set_size_changes_stty_size(alice: Api, make_instance: InstanceFactory) -> None:
     container = make_instance()
     _, term = await alice.terminal(container.name)

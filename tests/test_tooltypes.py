@@ -97,3 +97,15 @@ def test_cleanup_is_session_or_instance() -> None:
     assert parse_tool_type("a", {"cleanup": "instance"}).cleanup == "instance"
     with pytest.raises(ToolTypeError, match="cleanup"):
         parse_tool_type("a", {"cleanup": "everything"})
+
+
+@pytest.mark.parametrize("name", ["db\n", "db\r\n", "\ndb"])
+def test_a_tool_name_with_a_newline_is_refused(name: str) -> None:
+    with pytest.raises(ToolTypeError, match="the name must be"):
+        parse_tool_type(name, {})
+
+
+@pytest.mark.parametrize("variable", ["PGDATABASE\n", "A\r\n", "\nA"])
+def test_an_env_name_with_a_newline_is_refused(variable: str) -> None:
+    with pytest.raises(ToolTypeError, match="invalid variable name"):
+        parse_tool_type("db", {"env": {variable: "x"}})

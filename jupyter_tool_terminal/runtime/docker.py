@@ -1,8 +1,10 @@
 """The Docker runtime: shells are ``docker exec`` PTYs created over the Engine API.
 
 Every blocking call of the ``docker`` SDK runs in a thread pool; the terminal's byte stream is
-the exec's hijacked socket, read and written by the event loop itself, so a session costs no
-thread and no process on the Jupyter host.
+the exec's hijacked socket (a local engine's) or a TLS connection of the event loop's own (a
+remote engine's, see ``docker_tls.py``), read and written by the event loop itself, so a session
+costs no thread and no process on the Jupyter host. Only transports asyncio cannot drive (SSH,
+named pipes) fall back to a reader thread per session, bounded all the same.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import docker.errors
 from traitlets import Float, Integer
 
 from ..tooltypes import ToolType
+from . import docker_tls
 from .base import Instance, RuntimeUnavailable, ShellChannel, ToolRuntime
 from .launch import shell_command, shell_environment
 from .reaper import (
@@ -37,6 +40,7 @@ from .reaper import (
     ReaperGone,
     parse_answer,
 )
+from .stream import ShellStream
 
 OWNER_LABEL = "jupyter-tool-terminal.owner"
 TOOL_LABEL = "jupyter-tool-terminal.tool"
@@ -94,37 +98,37 @@ class DockerInstance(Instance):
 REAPER_TIMEOUT = 10.0
 
 
-class _SocketShellChannel(ShellChannel):
-    """A shell whose hijacked exec socket is a plain socket, driven by the event loop."""
+class _ExecChannel(ShellChannel):
+    """A shell's exec: its stream (on the event loop), its size and its end.
 
-    def __init__(
-        self,
-        runtime: DockerRuntime,
-        shell: _Exec,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-    ) -> None:
+    ``stream`` is ``None`` for an exec whose stream never opened: then it only terminates.
+    """
+
+    def __init__(self, runtime: DockerRuntime, shell: _Exec, stream: ShellStream | None) -> None:
         self._runtime = runtime
         self._exec = shell
         self.exec_id = shell.exec_id
-        self.reader = reader
-        self._writer = writer
+        self._stream = stream
         self._started = False
         self._terminated = False
 
+    async def read(self, size: int) -> bytes:
+        if self._stream is None:
+            return b""
+        data = await self._stream.read(size)
+        if data:
+            self.spoke = True
+        return data
+
     async def write(self, data: bytes) -> None:
-        self._writer.write(data)
-        await self._writer.drain()
+        if self._stream is None:
+            msg = "the shell's stream is not open"
+            raise ConnectionResetError(msg)
+        await self._stream.write(data)
 
     def hold_output(self, held: bool) -> None:
-        # A socket's transport reads and writes; StreamWriter only types it as writing.
-        transport = t.cast(asyncio.Transport, self._writer.transport)
-        if transport.is_closing():
-            return
-        if held:
-            transport.pause_reading()
-        else:
-            transport.resume_reading()
+        if self._stream is not None:
+            self._stream.hold(held)
 
     async def resize(self, rows: int, cols: int) -> None:
         await self._runtime.call("exec_resize", self.exec_id, height=rows, width=cols)
@@ -167,7 +171,8 @@ class _SocketShellChannel(ShellChannel):
 
     def close(self) -> None:
         """Close the stream. This does not end the shell: see :meth:`terminate`."""
-        self._writer.close()
+        if self._stream is not None:
+            self._stream.close()
 
     async def terminate(self) -> None:
         if self._terminated:
@@ -189,55 +194,88 @@ class _SocketShellChannel(ShellChannel):
         self._runtime.log.warning("A tool terminal's shell survived every kill")
 
 
-class _ThreadShellChannel(_SocketShellChannel):
-    """Fallback for engine transports the event loop cannot drive (TLS, SSH, named pipes).
-
-    One reader thread per session pumps the socket into a StreamReader; writes go through the
-    runtime's thread pool. Plain unix and TCP sockets never take this path.
-    """
+class _ThreadReading(asyncio.Transport):
+    """Fallback for exec sockets the event loop cannot drive (SSH, named pipes): one thread
+    reads the socket into a :class:`ShellStream` and stops while the stream is paused, so
+    the stream's bound holds here too. Writes go through the runtime's thread pool."""
 
     def __init__(
-        self,
-        runtime: DockerRuntime,
-        shell: _Exec,
-        sock: t.Any,
-        loop: asyncio.AbstractEventLoop,
+        self, sock: t.Any, stream: ShellStream, loop: asyncio.AbstractEventLoop, name: str
     ) -> None:
-        self._runtime = runtime
-        self._exec = shell
-        self.exec_id = shell.exec_id
+        super().__init__()
         self._sock = sock
-        self.reader = asyncio.StreamReader(limit=_READ_LIMIT, loop=loop)
+        self._stream = stream
         self._loop = loop
+        self._reading = threading.Event()
+        self._reading.set()
         self._closed = False
-        self._started = False
-        self._terminated = False
-        threading.Thread(target=self._pump, name=f"exec-{shell.exec_id[:12]}", daemon=True).start()
+        stream.connection_made(self)
+        threading.Thread(target=self._pump, name=name, daemon=True).start()
 
     def _pump(self) -> None:
         while True:
+            self._reading.wait()
             try:
-                data = self._sock.recv(65536)
+                data = b"" if self._closed else self._sock.recv(65536)
             except OSError:
                 data = b""
             if not data:
-                self._loop.call_soon_threadsafe(self.reader.feed_eof)
+                self._loop.call_soon_threadsafe(self._stream.eof_received)
+                self._loop.call_soon_threadsafe(self._stream.connection_lost, None)
                 return
-            self._loop.call_soon_threadsafe(self.reader.feed_data, data)
+            # Wait until the stream took the piece (and paused, if it is full) before the
+            # next recv: the thread would otherwise read on while the loop is busy.
+            delivered: concurrent.futures.Future[None] = concurrent.futures.Future()
+            try:
+                self._loop.call_soon_threadsafe(self._deliver, data, delivered)
+            except RuntimeError:  # the event loop is closed: nobody reads any more
+                return
+            delivered.result()
 
-    async def write(self, data: bytes) -> None:
-        await self._runtime.run(self._sock.sendall, data)
+    def _deliver(self, data: bytes, delivered: concurrent.futures.Future[None]) -> None:
+        try:
+            self._stream.data_received(data)
+        finally:
+            delivered.set_result(None)
 
-    def hold_output(self, held: bool) -> None:
-        """The reader thread keeps reading: nothing to hold."""
-        del held
+    def pause_reading(self) -> None:
+        self._reading.clear()
+
+    def resume_reading(self) -> None:
+        self._reading.set()
+
+    def is_reading(self) -> bool:
+        return self._reading.is_set()
+
+    def is_closing(self) -> bool:
+        return self._closed
+
+    def write(self, data: t.Any) -> None:
+        # The channel sends through the runtime's thread pool (``_ThreadExecChannel.write``).
+        msg = "a thread-read exec socket is written by its channel"
+        raise NotImplementedError(msg)
 
     def close(self) -> None:
         if not self._closed:
             self._closed = True
+            self._reading.set()
             with contextlib.suppress(OSError):
                 self._sock.shutdown(socket.SHUT_RDWR)
             self._sock.close()
+
+
+class _ThreadExecChannel(_ExecChannel):
+    """An exec whose stream is read by a :class:`_ThreadReading` thread."""
+
+    def __init__(self, runtime: DockerRuntime, shell: _Exec, sock: t.Any) -> None:
+        stream = ShellStream()
+        name = f"exec-{shell.exec_id[:12]}"
+        _ThreadReading(sock, stream, asyncio.get_running_loop(), name)
+        super().__init__(runtime, shell, stream)
+        self._sock = sock
+
+    async def write(self, data: bytes) -> None:
+        await self._runtime.run(self._sock.sendall, data)
 
 
 class DockerRuntime(ToolRuntime):
@@ -283,6 +321,7 @@ class DockerRuntime(ToolRuntime):
         # Reapers need a socket the event loop can drive; an engine behind TLS or SSH never
         # gives one, and is not asked again.
         self._reapers_possible = True
+        self._tls_context: ssl.SSLContext | None = None
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -427,7 +466,7 @@ class DockerRuntime(ToolRuntime):
         else:
             self._live_tags.setdefault(target, set()).add(tag)
         try:
-            exec_id, sock = await self._start_exec(instance, tool, tag)
+            exec_id = await self._create_exec(instance, tool, tag)
         except BaseException:
             # No shell runs with this tag: it must not count as a live shell of the container.
             live = self._live_tags.get(target)
@@ -436,12 +475,10 @@ class DockerRuntime(ToolRuntime):
                 if not live:
                     self._live_tags.pop(target, None)
             raise
-        return await self._channel(_Exec(instance.container_id, exec_id, tag, target[1]), sock)
+        return await self._open(_Exec(instance.container_id, exec_id, tag, target[1]))
 
-    async def _start_exec(
-        self, instance: DockerInstance, tool: ToolType, tag: str
-    ) -> tuple[str, t.Any]:
-        """Create and start the shell's exec; its id and hijacked socket."""
+    async def _create_exec(self, instance: DockerInstance, tool: ToolType, tag: str) -> str:
+        """Create the shell's exec (not started yet); its id."""
         environment = shell_environment(tool, tag=tag, has_lang="LANG" in instance.env_names)
         try:
             created = await self.call(
@@ -461,30 +498,54 @@ class DockerRuntime(ToolRuntime):
             msg = "the tool instance is gone"
             raise RuntimeUnavailable(msg) from error
         exec_id: str = created["Id"]
+        return exec_id
+
+    async def _open(self, shell: _Exec) -> ShellChannel:
+        """Start the created exec and open its stream on the event loop."""
         try:
-            sock = await self.call("exec_start", exec_id, tty=True, socket=True)
-        except docker.errors.NotFound as error:
-            msg = "the tool instance is gone"
-            raise RuntimeUnavailable(msg) from error
-        return exec_id, sock
+            api = await self.run(self._api)
+            if docker_tls.is_tls(api):
+                stream = await docker_tls.start_exec(api, await self._tls(api), shell.exec_id)
+                return _ExecChannel(self, shell, stream)
+            sock = await self.call("exec_start", shell.exec_id, tty=True, socket=True)
+            return await self._channel(shell, sock)
+        except BaseException as error:
+            # The engine may have started the shell whatever failed after the exec was
+            # created: it ends through the one kill path, as every shell does.
+            await asyncio.shield(_ExecChannel(self, shell, None).terminate())
+            if isinstance(error, docker.errors.NotFound):
+                msg = "the tool instance is gone"
+                raise RuntimeUnavailable(msg) from error
+            if isinstance(error, OSError):
+                self.log.warning("Could not open a tool terminal's stream: %s", error)
+                msg = "the container engine is not reachable"
+                raise RuntimeUnavailable(msg) from error
+            raise
+
+    async def _tls(self, api: t.Any) -> ssl.SSLContext:
+        """The TLS context for exec streams (made once, off the event loop)."""
+        if self._tls_context is None:
+            self._tls_context = await self.run(docker_tls.ssl_context, api)
+        return self._tls_context
 
     async def _channel(self, shell: _Exec, sock: t.Any) -> ShellChannel:
-        stream = await self._loop_stream(sock)
-        if stream is not None:
-            return _SocketShellChannel(self, shell, *stream)
-        raw = getattr(sock, "_sock", sock)
-        return _ThreadShellChannel(self, shell, raw, asyncio.get_running_loop())
+        own = self._own_socket(sock)
+        if own is None:
+            return _ThreadExecChannel(self, shell, getattr(sock, "_sock", sock))
+        loop = asyncio.get_running_loop()
+        _, stream = await loop.create_connection(ShellStream, sock=own)
+        return _ExecChannel(self, shell, stream)
 
     @staticmethod
-    async def _loop_stream(
-        sock: t.Any,
-    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
-        """Turn a hijacked exec socket into event-loop streams, if it is a plain socket."""
+    def _own_socket(sock: t.Any) -> socket.socket | None:
+        """The hijacked exec socket as a socket of the event loop's own, if it is a plain one.
+
+        A duplicate of the descriptor goes to asyncio and the SDK's objects are dropped: the
+        stream then belongs to the event loop alone and closes when its transport closes.
+        """
         raw = getattr(sock, "_sock", sock)
         if not isinstance(raw, socket.socket) or isinstance(raw, ssl.SSLSocket):
             return None
-        # Hand a duplicate of the descriptor to asyncio and drop the SDK's objects: the
-        # stream then belongs to the event loop alone and closes when its writer closes.
         own = raw.dup()
         own.setblocking(False)
         if own.family in (socket.AF_INET, socket.AF_INET6):
@@ -493,6 +554,17 @@ class DockerRuntime(ToolRuntime):
             sock.close()
         with contextlib.suppress(Exception):
             raw.close()
+        return own
+
+    @classmethod
+    async def _loop_stream(
+        cls,
+        sock: t.Any,
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+        """Turn a hijacked exec socket into event-loop streams, if it is a plain socket."""
+        own = cls._own_socket(sock)
+        if own is None:
+            return None
         return await asyncio.open_connection(sock=own, limit=_READ_LIMIT)
 
     def _container_lock(self, container_id: str) -> asyncio.Lock:
@@ -651,10 +723,16 @@ class DockerRuntime(ToolRuntime):
                 stdin=True,
                 tty=False,
             )
-            sock = await self.call("exec_start", created["Id"], tty=False, socket=True)
+            api = await self.run(self._api)
+            if docker_tls.is_tls(api):
+                stream: (
+                    tuple[asyncio.StreamReader, asyncio.StreamWriter] | None
+                ) = await docker_tls.start_exec_streams(api, await self._tls(api), created["Id"])
+            else:
+                sock = await self.call("exec_start", created["Id"], tty=False, socket=True)
+                stream = await self._loop_stream(sock)
         except (docker.errors.NotFound, RuntimeUnavailable):
             return None
-        stream = await self._loop_stream(sock)
         if stream is None:
             self._reapers_possible = False
             with contextlib.suppress(Exception):

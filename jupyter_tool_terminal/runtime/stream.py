@@ -1,0 +1,152 @@
+"""A shell's byte stream on the event loop, with one owner of its flow control.
+
+asyncio's ``StreamReader`` pauses its transport by itself when its buffer is full and then
+believes it is still paused; a ``resume_reading`` from anyone else (a session holding output
+back for a frame interval) makes the transport read again while the reader never pauses it
+anew, so a client that stops reading lets the buffer grow without bound. :class:`ShellStream`
+is the protocol of a shell's connection instead: it alone pauses and resumes the transport,
+for either reason, so output waiting in the server never exceeds ``limit`` bytes plus the one
+read that crossed it, and the rest waits in the kernel and, behind it, in the shell's terminal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import typing as t
+
+#: Output buffered in the server per shell before its connection is no longer read.
+STREAM_LIMIT = 256 * 1024
+
+
+class ShellStream(asyncio.Protocol):
+    """A shell's connection: buffered output (bounded), writes that wait for the transport."""
+
+    transport: asyncio.Transport | None = None
+
+    def __init__(self, limit: int = STREAM_LIMIT) -> None:
+        self._limit = limit
+        self._buffer = bytearray()
+        self._eof = False
+        self._held = False
+        self._reading_paused = False
+        self._data_waiter: asyncio.Future[None] | None = None
+        self._writing_paused = False
+        self._drain_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._lost = False
+
+    # -- protocol callbacks ---------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = t.cast(asyncio.Transport, transport)
+        self._update_reading()
+
+    def data_received(self, data: bytes) -> None:
+        self._buffer += data
+        self._wake_reader()
+        self._update_reading()
+
+    def eof_received(self) -> bool:
+        self._eof = True
+        self._wake_reader()
+        return False  # nothing more to read: the transport may close
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._eof = self._lost = True
+        self._wake_reader()
+        for waiter in self._drain_waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self._drain_waiters.clear()
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        while self._drain_waiters:
+            waiter = self._drain_waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+
+    # -- flow control ---------------------------------------------------------------------
+
+    def _update_reading(self) -> None:
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        paused = self._held or len(self._buffer) >= self._limit
+        if paused != self._reading_paused:
+            self._reading_paused = paused
+            if paused:
+                transport.pause_reading()
+            else:
+                transport.resume_reading()
+
+    def hold(self, held: bool) -> None:
+        """Stop (``True``) or resume (``False``) reading the connection for a moment, so that
+        what the shell writes meanwhile is read in one piece afterwards."""
+        self._held = held
+        self._update_reading()
+
+    def _wake_reader(self) -> None:
+        waiter, self._data_waiter = self._data_waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # -- reading and writing --------------------------------------------------------------
+
+    @property
+    def buffered(self) -> int:
+        """Bytes of output read from the connection and not yet taken by :meth:`read`."""
+        return len(self._buffer)
+
+    async def _wait_for_data(self) -> None:
+        self._data_waiter = asyncio.get_running_loop().create_future()
+        try:
+            await self._data_waiter
+        finally:
+            self._data_waiter = None
+
+    async def read(self, size: int) -> bytes:
+        """Up to ``size`` bytes of output; ``b""`` once the connection is closed."""
+        while not self._buffer and not self._eof:
+            await self._wait_for_data()
+        data = bytes(self._buffer[:size])
+        del self._buffer[:size]
+        self._update_reading()
+        return data
+
+    async def read_until(self, separator: bytes, limit: int) -> bytes:
+        """Everything up to and including ``separator`` (an HTTP head, say), leaving the rest.
+
+        Raises :class:`ConnectionError` if the connection ends first or ``limit`` bytes come
+        without it.
+        """
+        while (end := self._buffer.find(separator)) < 0:
+            if self._eof or len(self._buffer) > limit:
+                msg = "the connection ended or overflowed before its header was complete"
+                raise ConnectionError(msg)
+            await self._wait_for_data()
+        end += len(separator)
+        data = bytes(self._buffer[:end])
+        del self._buffer[:end]
+        self._update_reading()
+        return data
+
+    async def write(self, data: bytes) -> None:
+        """Send ``data``, waiting while the transport's write buffer is full."""
+        transport = self.transport
+        if transport is None or self._lost or transport.is_closing():
+            msg = "the shell's connection is closed"
+            raise ConnectionResetError(msg)
+        transport.write(data)
+        if self._writing_paused:
+            waiter = asyncio.get_running_loop().create_future()
+            self._drain_waiters.append(waiter)
+            await waiter
+
+    def close(self) -> None:
+        """Close the connection (this alone does not end the shell)."""
+        if self.transport is not None:
+            self.transport.close()
