@@ -81,7 +81,7 @@ class TestUserWritablePath:
         self, alice: Api, make_instance: InstanceFactory, debian_image: str
     ) -> None:
         container = make_instance(tool="debian", image=debian_image)
-        _plant_fakes(container)
+        await asyncio.to_thread(_plant_fakes, container)
         keeper, keeper_term = await _busy(alice, container)
         # Closed beside a live shell: the kill goes through a reaper.
         model, _ = await _busy(alice, container)
@@ -226,8 +226,9 @@ class TestUnattributable:
         first = await self._escaped(alice, container, 1111)
         await self._escaped(alice, container, 2222)
         # Same facts for both: reparented to init, a session of its own, no terminal, no tag.
-        assert self._facts(container, 1111) == ("ppid=1", "leader=yes", "tty=0", "0")
-        assert self._facts(container, 2222) == self._facts(container, 1111)
+        facts = await asyncio.to_thread(self._facts, container, 1111)
+        assert facts == ("ppid=1", "leader=yes", "tty=0", "0")
+        assert await asyncio.to_thread(self._facts, container, 2222) == facts
         await alice.call("DELETE", "sessions", first["id"])
         assert any("sleep 1111" in p for p in await _top(container))
 
@@ -333,7 +334,9 @@ class TestBecomingRoot:
         self, alice: Api, make_instance: InstanceFactory, debian_image: str, tool: str
     ) -> None:
         container = make_instance(tool=tool, image=debian_image)
-        result = container.exec_run(["chmod", "4755", "/usr/bin/setpriv"], user="0")
+        result = await asyncio.to_thread(
+            container.exec_run, ["chmod", "4755", "/usr/bin/setpriv"], user="0"
+        )
         assert result.exit_code == 0, result.output
         model, term = await alice.terminal(container.name)
         term.send("stdin", "setpriv --reuid=0 --regid=0 --clear-groups sleep 1006 &\r")
