@@ -8,7 +8,7 @@ import pytest
 from jupyter_server.auth.authorizer import Authorizer
 from tornado.httpclient import HTTPClientError
 
-from .conftest import Api, InstanceFactory
+from .conftest import Api, InstanceFactory, both_runtimes
 
 UNKNOWN_SESSION = "A" * 32
 
@@ -24,6 +24,7 @@ async def _ws_status(api: Api, session_id: str, headers: dict[str, str] | None =
     return 101
 
 
+@both_runtimes
 async def test_another_user_gets_the_same_403_as_for_unknown_ids(
     alice: Api, bob: Api, make_instance: InstanceFactory
 ) -> None:
@@ -50,6 +51,7 @@ async def test_another_user_gets_the_same_403_as_for_unknown_ids(
     assert (await alice.call("GET", "sessions", model["id"]))["clients"] == 1
 
 
+@both_runtimes
 async def test_unauthenticated_requests_are_refused(
     alice: Api, make_instance: InstanceFactory
 ) -> None:

@@ -7,7 +7,7 @@ import re
 import time
 import typing as t
 
-from .conftest import Api, InstanceFactory, wait_until
+from .conftest import Api, InstanceFactory, both_runtimes, wait_until
 
 
 def _rss_mib() -> float:
@@ -19,6 +19,7 @@ def _rss_mib() -> float:
     raise AssertionError(msg)
 
 
+@both_runtimes
 async def test_every_byte_of_a_large_output_arrives(
     alice: Api, make_instance: InstanceFactory
 ) -> None:
@@ -64,6 +65,7 @@ async def test_a_client_that_stops_reading_applies_backpressure(
     assert await flood.run("echo recovered", timeout=30) == "recovered\r\n"
 
 
+@both_runtimes
 async def test_utf8_split_at_every_byte_offset_arrives_intact(
     alice: Api, make_instance: InstanceFactory
 ) -> None:
@@ -87,6 +89,7 @@ async def test_utf8_split_at_every_byte_offset_arrives_intact(
     assert re.search("\ufffd", term.output)
 
 
+@both_runtimes
 async def test_output_before_a_client_attaches_is_replayed(
     alice: Api, make_instance: InstanceFactory, tool_types: dict[str, t.Any]
 ) -> None:
@@ -103,6 +106,7 @@ async def test_output_before_a_client_attaches_is_replayed(
     await term.expect("STARTUP-BANNER")
 
 
+@both_runtimes
 async def test_replay_to_a_reconnecting_client_is_bounded(
     alice: Api, make_instance: InstanceFactory
 ) -> None:

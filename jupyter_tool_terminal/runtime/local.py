@@ -43,6 +43,8 @@ from .launch import SESSION_TAG_VARIABLE, shell_command, shell_environment
 INSTANCE_KEYS = ("tool", "root")
 #: How long an ending shell's exit status is waited for after its processes were killed.
 REAP_TIMEOUT = 5.0
+#: The most output taken off a PTY while a session holds it (one session read's worth).
+HOLD_LIMIT = 64 * 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,6 +76,10 @@ class _LocalShellChannel(ShellChannel):
         self._waiters: set[asyncio.Future[None]] = set()
         self._write_lock = asyncio.Lock()
         self._terminated = False
+        # Output taken off the PTY while held (see hold_output), and whether that met its end.
+        self._held = b""
+        self._holding = False
+        self._ended = False
         self._pidfd = -1
         try:
             self._pidfd = os.pidfd_open(process.pid)
@@ -136,10 +142,15 @@ class _LocalShellChannel(ShellChannel):
     async def read(self, size: int) -> bytes:
         """Read what the terminal has; ``b""`` once the shell ended and its output is read.
 
-        The descriptor is watched only while this waits: output nobody asks for stays in the
-        kernel's PTY buffer, and a shell writing more blocks there (backpressure).
+        The descriptor is watched only while this waits (or while output is held): output
+        nobody asks for stays in the kernel's PTY buffer, and a shell writing more blocks there
+        (backpressure).
         """
-        while not self._terminated:
+        if self._held:
+            data, self._held = self._held[:size], self._held[size:]
+            self.spoke = True
+            return data
+        while not self._terminated and not self._ended:
             try:
                 data = os.read(self._fd, size)
             except BlockingIOError:
@@ -157,9 +168,33 @@ class _LocalShellChannel(ShellChannel):
         return b""
 
     def hold_output(self, held: bool) -> None:
-        """Nothing to do: the PTY is watched only while :meth:`read` waits, so output is
-        already held in the kernel whenever the session is not reading."""
-        del held
+        """Hold output back for one frame interval, taking it off the PTY meanwhile.
+
+        A PTY buffers only about 4 KiB in the kernel, so output held there would come in
+        pieces of that size at most, one per frame interval. Instead, while held, the PTY is
+        read into a buffer of at most ``HOLD_LIMIT`` bytes, and not read once that is full;
+        released, the PTY is watched only while :meth:`read` waits again.
+        """
+        if held and not self._holding and not self._terminated:
+            self._holding = True
+            self._loop.add_reader(self._fd, self._fill)
+        elif not held and self._holding:
+            self._holding = False
+            self._loop.remove_reader(self._fd)
+
+    def _fill(self) -> None:
+        try:
+            data = os.read(self._fd, HOLD_LIMIT - len(self._held))
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        self._held += data
+        if not data or len(self._held) >= HOLD_LIMIT:
+            # Full, or the terminal closed: the rest waits for the next read.
+            self._ended = self._ended or not data
+            self._holding = False
+            self._loop.remove_reader(self._fd)
 
     async def write(self, data: bytes) -> None:
         view = memoryview(data)
@@ -203,6 +238,7 @@ class _LocalShellChannel(ShellChannel):
         self._close()
 
     def _close(self) -> None:
+        self.hold_output(False)
         if self._pidfd >= 0:
             self._loop.remove_reader(self._pidfd)
             os.close(self._pidfd)
