@@ -29,7 +29,8 @@ _ID = r"([^/]+)"
 
 
 class ToolTerminalApp(ExtensionApp):
-    """Terminals inside each Jupyter user's own tool instances (Docker containers)."""
+    """Terminals inside each Jupyter user's own tool instances (Docker containers, or local
+    working directories)."""
 
     name = "jupyter_tool_terminal"
     description = __doc__
@@ -41,7 +42,8 @@ class ToolTerminalApp(ExtensionApp):
         label). Each is a dict with the keys `display_name` (launcher title), `shell` (the
         command, a non-empty list of strings; default ["/bin/sh"]), `startup_command` (a shell
         command run in the terminal before the shell; its `cd` and `export` carry over),
-        `user` (the exec user; default the image's), `workdir` (an absolute path), `env`
+        `user` (the exec user; default the image's), `workdir` (an absolute path; for a local
+        instance taken relative to its root), `env`
         (variables added to the terminal's environment) and `icon` (an SVG string). A tool type
         with an unknown key or a bad value disables the extension with an error at start-up.""",
     ).tag(config=True)

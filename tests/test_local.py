@@ -162,6 +162,17 @@ class TestRefusals:
         flood.send("stdin", "\x03")
         assert await flood.run("echo recovered", timeout=30) == "recovered\r\n"
 
+    async def test_caps_hold_under_concurrent_requests(
+        self, alice: Api, tool_app: ToolTerminalApp
+    ) -> None:
+        assert tool_app.session_manager is not None
+        tool_app.session_manager.max_sessions_per_user = 3
+        results = await asyncio.gather(
+            *(alice.status("POST", "sessions", body={"instance": "box"}) for _ in range(20))
+        )
+        assert sorted(status for status, _ in results) == [200] * 3 + [429] * 17
+        assert len(await alice.call("GET", "sessions")) == 3
+
     async def test_ended_shells_are_reaped(self, alice: Api) -> None:
         for _ in range(3):
             model, term = await alice.terminal("box")
