@@ -162,6 +162,14 @@ class TestRefusals:
         flood.send("stdin", "\x03")
         assert await flood.run("echo recovered", timeout=30) == "recovered\r\n"
 
+    async def test_shells_get_default_signal_dispositions(self, alice: Api) -> None:
+        # The server ignores SIGPIPE (as Python does); a shell must not inherit that, or every
+        # pipeline's writer outlives its reader and complains ("yes: ... Broken pipe").
+        _, term = await alice.terminal("box")
+        assert await term.run("yes | head -c 3; echo") == "y\r\ny\r\n"
+        ignored = await term.run("sh -c 'grep SigIgn /proc/$$/status'")
+        assert ignored.split() == ["SigIgn:", "0000000000000000"]
+
     async def test_caps_hold_under_concurrent_requests(
         self, alice: Api, tool_app: ToolTerminalApp
     ) -> None:

@@ -27,6 +27,7 @@ import os
 import pwd
 import secrets
 import shutil
+import signal
 import typing as t
 import warnings
 
@@ -410,4 +411,15 @@ def _spawn(argv: list[str], cwd: str, environment: dict[str, str]) -> PtyProcess
         # Python 3.12+ warns about fork() in a threaded process; the child only sets up its
         # terminal and calls exec(), which is what ptyprocess (and terminado) always do.
         warnings.simplefilter("ignore", DeprecationWarning)
-        return PtyProcess.spawn(argv, cwd=cwd, env=environment)
+        return PtyProcess.spawn(argv, cwd=cwd, env=environment, preexec_fn=_default_signals)
+
+
+def _default_signals() -> None:
+    """In the child, before exec: the signal state a login would give the shell.
+
+    Ignored signals survive exec, and Python ignores SIGPIPE and SIGXFSZ: a shell that kept
+    that would let every pipeline's writer outlive its reader ("yes: Broken pipe").
+    """
+    for name in ("SIGPIPE", "SIGXFSZ"):
+        signal.signal(getattr(signal, name), signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
