@@ -11,16 +11,20 @@ import { expect, test } from '@playwright/test';
 
 import {
   launcherSection,
+  openLab,
   openToolTerminal,
   typeLine,
   waitForLine
 } from '../tests/helpers';
 
 test('Binder demo: launcher tiles and a local terminal', async ({ page }) => {
-  const terminal = await openToolTerminal(page);
+  // One tile per local instance of binder/'s configuration.
+  await openLab(page);
   await expect(launcherSection(page).locator('.jp-LauncherCard')).toHaveCount(
-    3
+    3,
+    { timeout: 60_000 }
   );
+  const terminal = await openToolTerminal(page);
   await typeLine(page, terminal, 'echo "demo=$TOOL_TERMINAL_DEMO"');
   await waitForLine(terminal, /^demo=welcome$/);
 });
