@@ -12,14 +12,9 @@ server_pid=""
 cleanup() {
   local rc=$?
   set +e
-  if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-    kill -TERM "$server_pid"
-    wait "$server_pid"
-  fi
-  if [ "$rc" -ne 0 ] && [ -f "$work/jupyter.log" ]; then
-    echo "---- last lines of the JupyterLab log ----" >&2
-    tail -n 40 "$work/jupyter.log" >&2
-  fi
+  # JupyterLab stops on SIGTERM and ends its terminals first; the script waits for that.
+  [ -z "$server_pid" ] || { kill -TERM "$server_pid" 2>/dev/null; wait "$server_pid"; }
+  [ "$rc" -eq 0 ] || { echo "---- JupyterLab's log ends with ----" >&2; tail -n 40 "$work/jupyter.log" >&2; }
   rm -rf "$work"
   exit "$rc"
 }

@@ -81,6 +81,9 @@ class _LocalShellChannel(ShellChannel):
         self._held = b""
         self._holding = False
         self._ended = False
+        # Whether the PTY is watched for output, and the read waiting for it.
+        self._watching = False
+        self._read_waiter: asyncio.Future[None] | None = None
         self._pidfd = -1
         try:
             self._pidfd = os.pidfd_open(process.pid)
@@ -117,25 +120,42 @@ class _LocalShellChannel(ShellChannel):
         if not self._reap():
             self._loop.call_later(0.2, self._poll_exit)
 
-    async def _ready(self, for_writing: bool) -> None:
-        """Wait until the PTY can be read (or written), or the shell ended."""
+    def _watch(self) -> None:
+        if not self._watching and not self._terminated:
+            self._watching = True
+            self._loop.add_reader(self._fd, self._readable)
+
+    def _unwatch(self) -> None:
+        if self._watching:
+            self._watching = False
+            self._loop.remove_reader(self._fd)
+
+    def _readable(self) -> None:
+        """The PTY has output: hand it to whoever wants it now, or stop watching it."""
+        if self._holding:
+            self._fill()
+        elif self._read_waiter is not None and not self._read_waiter.done():
+            self._read_waiter.set_result(None)
+        else:
+            # Nobody asks for output (the session waits for a slow client): it stays in the
+            # kernel, and the shell blocks once the PTY is full. The watch stays on between
+            # two reads, which saves two system calls per keystroke's echo.
+            self._unwatch()
+
+    async def _writable(self) -> None:
+        """Wait until the PTY takes input again, or the shell ended."""
         waiter: asyncio.Future[None] = self._loop.create_future()
 
         def wake() -> None:
             if not waiter.done():
                 waiter.set_result(None)
 
-        add, remove = (
-            (self._loop.add_writer, self._loop.remove_writer)
-            if for_writing
-            else (self._loop.add_reader, self._loop.remove_reader)
-        )
         self._waiters.add(waiter)
-        add(self._fd, wake)
+        self._loop.add_writer(self._fd, wake)
         try:
             await waiter
         finally:
-            remove(self._fd)
+            self._loop.remove_writer(self._fd)
             self._waiters.discard(waiter)
 
     # -- the terminal -------------------------------------------------------------------------
@@ -143,9 +163,9 @@ class _LocalShellChannel(ShellChannel):
     async def read(self, size: int) -> bytes:
         """Read what the terminal has; ``b""`` once the shell ended and its output is read.
 
-        The descriptor is watched only while this waits (or while output is held): output
-        nobody asks for stays in the kernel's PTY buffer, and a shell writing more blocks there
-        (backpressure).
+        The descriptor is watched only while this waits (or while output is held), and
+        until it has output nobody asks for: that stays in the kernel's PTY buffer, and a
+        shell writing more blocks there (backpressure).
         """
         if self._held:
             data, self._held = self._held[:size], self._held[size:]
@@ -157,7 +177,14 @@ class _LocalShellChannel(ShellChannel):
             except BlockingIOError:
                 if self._exited.done():
                     return b""
-                await self._ready(for_writing=False)
+                waiter = self._read_waiter = self._loop.create_future()
+                self._waiters.add(waiter)
+                self._watch()
+                try:
+                    await waiter
+                finally:
+                    self._read_waiter = None
+                    self._waiters.discard(waiter)
                 continue
             except OSError as error:
                 if error.errno == errno.EIO:  # every process let go of the terminal
@@ -173,15 +200,11 @@ class _LocalShellChannel(ShellChannel):
 
         A PTY buffers only about 4 KiB in the kernel, so output held there would come in
         pieces of that size at most, one per frame interval. Instead, while held, the PTY is
-        read into a buffer of at most ``HOLD_LIMIT`` bytes, and not read once that is full;
-        released, the PTY is watched only while :meth:`read` waits again.
+        read into a buffer of at most ``HOLD_LIMIT`` bytes, and not read once that is full.
         """
-        if held and not self._holding and not self._terminated:
-            self._holding = True
-            self._loop.add_reader(self._fd, self._fill)
-        elif not held and self._holding:
-            self._holding = False
-            self._loop.remove_reader(self._fd)
+        self._holding = held and not self._terminated
+        if self._holding:
+            self._watch()
 
     def _fill(self) -> None:
         try:
@@ -195,7 +218,7 @@ class _LocalShellChannel(ShellChannel):
             # Full, or the terminal closed: the rest waits for the next read.
             self._ended = self._ended or not data
             self._holding = False
-            self._loop.remove_reader(self._fd)
+            self._unwatch()
 
     async def write(self, data: bytes) -> None:
         view = memoryview(data)
@@ -208,7 +231,7 @@ class _LocalShellChannel(ShellChannel):
                     written = os.write(self._fd, view)
                 except BlockingIOError:
                     # The shell is not reading its input: wait, as a full socket would.
-                    await self._ready(for_writing=True)
+                    await self._writable()
                     continue
                 view = view[written:]
 
@@ -239,7 +262,8 @@ class _LocalShellChannel(ShellChannel):
         self._close()
 
     def _close(self) -> None:
-        self.hold_output(False)
+        self._holding = False
+        self._unwatch()
         if self._pidfd >= 0:
             self._loop.remove_reader(self._pidfd)
             os.close(self._pidfd)
