@@ -5,10 +5,11 @@ root directory) and belongs to the server's owner. Its shells are PTYs of this m
 with ``ptyprocess`` and run as the server's own user: a local instance is a working directory,
 not an isolation boundary.
 
-The PTY's file descriptor is read and written by the event loop (``add_reader`` only while a
-session asks for output, so output a slow client has not taken stays in the kernel and stops
-the shell), and the shell's end is seen through a pidfd: a session costs no thread and no
-process beyond the shell itself.
+The PTY's file descriptor is read and written by the event loop, and the shell's end is seen
+through a pidfd: a session costs no thread and no process beyond the shell itself. Output is
+read ahead into a buffer of at most ``READ_AHEAD`` bytes (what a socket's kernel buffer gives
+the Docker runtime, and a PTY's 4 KiB does not); once that is full the PTY is no longer
+watched, so output a slow client has not taken stays in the kernel and stops the shell.
 
 ``ptyprocess.PtyProcess`` is used directly rather than terminado's ``PtyWithClients``: the
 session already does what terminado's class adds (clients, a read buffer, broadcasting without
@@ -21,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import errno
 import fnmatch
 import os
 import pwd
@@ -44,8 +44,8 @@ from .launch import SESSION_TAG_VARIABLE, shell_command, shell_environment
 INSTANCE_KEYS = ("tool", "root")
 #: How long an ending shell's exit status is waited for after its processes were killed.
 REAP_TIMEOUT = 5.0
-#: The most output taken off a PTY while a session holds it (one session read's worth).
-HOLD_LIMIT = 64 * 1024
+#: The most output taken off a PTY ahead of the session's reads (one session read's worth).
+READ_AHEAD = 64 * 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,9 +77,8 @@ class _LocalShellChannel(ShellChannel):
         self._waiters: set[asyncio.Future[None]] = set()
         self._write_lock = asyncio.Lock()
         self._terminated = False
-        # Output taken off the PTY while held (see hold_output), and whether that met its end.
-        self._held = b""
-        self._holding = False
+        # Output taken off the PTY ahead of the session's reads, and whether the PTY closed.
+        self._buffer = bytearray()
         self._ended = False
         # Whether the PTY is watched for output, and the read waiting for it.
         self._watching = False
@@ -131,16 +130,29 @@ class _LocalShellChannel(ShellChannel):
             self._loop.remove_reader(self._fd)
 
     def _readable(self) -> None:
-        """The PTY has output: hand it to whoever wants it now, or stop watching it."""
-        if self._holding:
-            self._fill()
-        elif self._read_waiter is not None and not self._read_waiter.done():
-            self._read_waiter.set_result(None)
-        else:
-            # Nobody asks for output (the session waits for a slow client): it stays in the
-            # kernel, and the shell blocks once the PTY is full. The watch stays on between
-            # two reads, which saves two system calls per keystroke's echo.
+        """Take the PTY's output into the read-ahead buffer, up to ``READ_AHEAD`` bytes.
+
+        A PTY holds only about 4 KiB in the kernel; without a buffer of the size a socket
+        has, a shell flooding output would stall at every frame the session sends. Once the
+        buffer is full the PTY is no longer watched: a client that is behind leaves the rest
+        in the kernel, and the shell blocks there (backpressure).
+        """
+        try:
+            data = os.read(self._fd, READ_AHEAD - len(self._buffer))
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""  # EIO: every process let go of the terminal
+        if not data:
+            self._ended = True
             self._unwatch()
+        else:
+            self._buffer += data
+            if len(self._buffer) >= READ_AHEAD:
+                self._unwatch()
+        waiter = self._read_waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     async def _writable(self) -> None:
         """Wait until the PTY takes input again, or the shell ended."""
@@ -161,64 +173,36 @@ class _LocalShellChannel(ShellChannel):
     # -- the terminal -------------------------------------------------------------------------
 
     async def read(self, size: int) -> bytes:
-        """Read what the terminal has; ``b""`` once the shell ended and its output is read.
-
-        The descriptor is watched only while this waits (or while output is held), and
-        until it has output nobody asks for: that stays in the kernel's PTY buffer, and a
-        shell writing more blocks there (backpressure).
-        """
-        if self._held:
-            data, self._held = self._held[:size], self._held[size:]
-            self.spoke = True
-            return data
-        while not self._terminated and not self._ended:
-            try:
-                data = os.read(self._fd, size)
-            except BlockingIOError:
-                if self._exited.done():
-                    return b""
-                waiter = self._read_waiter = self._loop.create_future()
-                self._waiters.add(waiter)
-                self._watch()
-                try:
-                    await waiter
-                finally:
-                    self._read_waiter = None
-                    self._waiters.discard(waiter)
-                continue
-            except OSError as error:
-                if error.errno == errno.EIO:  # every process let go of the terminal
-                    return b""
-                raise
-            if data:
+        """Read what the terminal has; ``b""`` once the shell ended and its output is read."""
+        while True:
+            if self._buffer:
+                data = bytes(self._buffer[:size])
+                del self._buffer[:size]
                 self.spoke = True
-            return data
-        return b""
+                self._watch()  # there is room in the buffer again
+                return data
+            if self._ended or self._terminated:
+                return b""
+            if self._exited.done():
+                # The shell is gone: what is still in the PTY, then the end.
+                self._unwatch()
+                self._readable()
+                if not self._buffer:
+                    return b""
+                continue
+            waiter = self._read_waiter = self._loop.create_future()
+            self._waiters.add(waiter)
+            self._watch()
+            try:
+                await waiter
+            finally:
+                self._read_waiter = None
+                self._waiters.discard(waiter)
 
     def hold_output(self, held: bool) -> None:
-        """Hold output back for one frame interval, taking it off the PTY meanwhile.
-
-        A PTY buffers only about 4 KiB in the kernel, so output held there would come in
-        pieces of that size at most, one per frame interval. Instead, while held, the PTY is
-        read into a buffer of at most ``HOLD_LIMIT`` bytes, and not read once that is full.
-        """
-        self._holding = held and not self._terminated
-        if self._holding:
-            self._watch()
-
-    def _fill(self) -> None:
-        try:
-            data = os.read(self._fd, HOLD_LIMIT - len(self._held))
-        except BlockingIOError:
-            return
-        except OSError:
-            data = b""
-        self._held += data
-        if not data or len(self._held) >= HOLD_LIMIT:
-            # Full, or the terminal closed: the rest waits for the next read.
-            self._ended = self._ended or not data
-            self._holding = False
-            self._unwatch()
+        """Nothing to do: output that comes while the session holds it goes to the bounded
+        read-ahead buffer (see :meth:`_readable`), and is read in one piece afterwards."""
+        del held
 
     async def write(self, data: bytes) -> None:
         view = memoryview(data)
@@ -262,7 +246,6 @@ class _LocalShellChannel(ShellChannel):
         self._close()
 
     def _close(self) -> None:
-        self._holding = False
         self._unwatch()
         if self._pidfd >= 0:
             self._loop.remove_reader(self._pidfd)
