@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 import typing as t
@@ -61,6 +62,24 @@ class TestAutoWithoutAnEngine:
         assert status == 403
         _, term = await alice.terminal("box")
         assert await term.run("pwd") == f"{(tmp_path / 'box').resolve()}\r\n"
+
+
+def test_auto_says_which_runtime_it_chose_and_why(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", NOWHERE)
+    app = ToolTerminalApp(runtime="auto", **_config(tmp_path, box="sandbox"))
+    said: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: said.append(record.getMessage())  # type: ignore[method-assign]
+    app.log.addHandler(handler)
+    runtime = app._make_runtime(parse_tool_types(TOOL_TYPES))
+    assert isinstance(runtime, LocalRuntime)
+    assert said == [
+        "jupyter_tool_terminal: tool terminals run locally, as this server's user, in 1 "
+        f"local instance(s) (runtime 'auto' and no Docker Engine answers at {NOWHERE}; "
+        "start Docker or set DOCKER_HOST)"
+    ]
 
 
 BAD_TOOL_TYPES = {
