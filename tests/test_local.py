@@ -19,7 +19,7 @@ from jupyter_tool_terminal.runtime import RuntimeUnavailable
 from jupyter_tool_terminal.runtime.local import LocalRuntime
 from jupyter_tool_terminal.tooltypes import parse_tool_types
 
-from .conftest import LOCAL_OWNER, TOOL_TYPES, Api
+from .conftest import LOCAL_OWNER, TOOL_TYPES, Api, wait_until
 
 #: An engine address where nothing answers.
 NOWHERE = "tcp://127.0.0.1:9"
@@ -38,6 +38,22 @@ def _stat_fields(pid: int) -> list[str]:
     """The fields of /proc/PID/stat from the state on."""
     with open(f"/proc/{pid}/stat") as file:
         return file.read().rsplit(")", 1)[1].split()
+
+
+async def _running(command: str) -> bool:
+    """Whether a process with exactly this command line runs (not a zombie)."""
+
+    def scan() -> bool:
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as file:
+                    if file.read().rstrip(b"\0").replace(b"\0", b" ").decode() == command:
+                        return True
+            except OSError:
+                continue
+        return False
+
+    return await asyncio.to_thread(scan)
 
 
 class TestAutoWithoutAnEngine:
@@ -199,6 +215,16 @@ class TestRefusals:
         )
         assert sorted(status for status, _ in results) == [200] * 3 + [429] * 17
         assert len(await alice.call("GET", "sessions")) == 3
+
+    async def test_a_child_in_its_own_session_without_the_tag_is_killed(
+        self, alice: Api, tmp_path: Path
+    ) -> None:
+        # Neither its session nor its environment leads to the shell; its parent does.
+        model, term = await alice.terminal("box")
+        term.send("stdin", "sh -c 'setsid env -i sleep 1004 & wait' &\r")
+        await wait_until(lambda: _running("sleep 1004"))
+        await alice.call("DELETE", "sessions", model["id"])
+        assert not await _running("sleep 1004")
 
     async def test_ended_shells_are_reaped(self, alice: Api) -> None:
         for _ in range(3):

@@ -3,8 +3,9 @@
 A local shell starts in its own terminal session (the PTY's), and carries a random kill tag in
 its environment, which every process it starts inherits. Its processes are then: every
 process of its session (which catches children that cleared their environment), every process
-carrying its tag (which catches children that called ``setsid``), and every process of the
-sessions those started. Only processes of the same user that started after the shell count,
+carrying its tag (which catches children that called ``setsid``), every process of the
+sessions those started, and every child of any of these (which catches a child that did both,
+while its parent lives). Only processes of the same user that started after the shell count,
 so a recycled process id or another user's process is never touched.
 """
 
@@ -36,6 +37,7 @@ class ShellProcesses:
 @dataclasses.dataclass(frozen=True)
 class _Stat:
     state: str
+    parent: int
     session: int
     start: int
 
@@ -50,7 +52,12 @@ def _stat(pid: int) -> _Stat | None:
     # The command name in parentheses may itself contain ") ": the fields start after the last.
     fields = text[text.rfind(b")") + 2 :].split()
     # Fields counted from the state (the 3rd of the file): session is the 6th, start the 22nd.
-    return _Stat(state=fields[0].decode(), session=int(fields[3]), start=int(fields[19]))
+    return _Stat(
+        state=fields[0].decode(),
+        parent=int(fields[1]),
+        session=int(fields[3]),
+        start=int(fields[19]),
+    )
 
 
 def start_time(pid: int) -> int:
@@ -72,7 +79,7 @@ def find(shell: ShellProcesses) -> set[int]:
     needle = f"{shell.variable}={shell.tag}".encode()
     own = {os.getpid()}
     never = {0, os.getsid(0)}
-    candidates: dict[int, int] = {}
+    candidates: dict[int, _Stat] = {}
     found: set[int] = set()
     sessions = {shell.session}
     for name in os.listdir("/proc"):
@@ -89,15 +96,24 @@ def find(shell: ShellProcesses) -> set[int]:
             continue
         if stat.session in never:
             continue
-        candidates[pid] = stat.session
+        candidates[pid] = stat
         if stat.session == shell.session:
             found.add(pid)
         elif _carries(pid, needle):
             found.add(pid)
             sessions.add(stat.session)
-    # Sessions that tagged processes started hold children that may have cleared their tag.
-    found.update(pid for pid, session in candidates.items() if session in sessions)
-    return found
+    # Sessions that tagged processes started hold children that may have cleared their tag,
+    # and so do the children of any process found; until nothing more is found.
+    while True:
+        more = {
+            pid
+            for pid, stat in candidates.items()
+            if pid not in found and (stat.session in sessions or stat.parent in found)
+        }
+        if not more:
+            return found
+        found |= more
+        sessions.update(candidates[pid].session for pid in more)
 
 
 def kill(shell: ShellProcesses, timeout: float) -> bool:
