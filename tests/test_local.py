@@ -34,6 +34,21 @@ def _config(folder: Path, **instances: str) -> dict[str, t.Any]:
     }
 
 
+def _cpu_ticks(pid: int) -> int:
+    """The user and system CPU time a process used, in clock ticks."""
+    fields = _stat_fields(pid)
+    return int(fields[11]) + int(fields[12])
+
+
+def _rss_mib() -> float:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    msg = "no VmRSS"
+    raise AssertionError(msg)
+
+
 def _stat_fields(pid: int) -> list[str]:
     """The fields of /proc/PID/stat from the state on."""
     with open(f"/proc/{pid}/stat") as file:
@@ -186,13 +201,21 @@ class TestRefusals:
         flood.send("stdin", "yes flood-line-with-some-length\r")
         await flood.expect("flood-line-with-some-length\r\nflood-line")
         pid = int((await other.run("pgrep -x yes")).split()[0])
-        # The client reads nothing now: `yes` spends its time blocked on the full terminal.
-        states = []
-        deadline = time.monotonic() + 2
-        while time.monotonic() < deadline:
-            assert await other.run("echo ok") == "ok\r\n"
-            states.append(_stat_fields(pid)[0])
-        assert states.count("S") >= len(states) * 0.7, states
+        # The client reads nothing now. Once the buffers on the way (the read-ahead, the
+        # socket's, the client's) are full, `yes` spends its time blocked on the full
+        # terminal: its CPU time stops growing, while the other terminal still answers.
+        rss_before = _rss_mib()
+
+        async def cpu_seconds_over(seconds: float) -> float:
+            first = _cpu_ticks(pid)
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                assert await other.run("echo ok") == "ok\r\n"
+            return (_cpu_ticks(pid) - first) / os.sysconf("SC_CLK_TCK")
+
+        await cpu_seconds_over(1.5)  # the buffers fill
+        assert await cpu_seconds_over(1.5) < 0.15
+        assert _rss_mib() - rss_before < 64
         flood.output = ""
         flood.send("stdin", "\x03")
         assert await flood.run("echo recovered", timeout=30) == "recovered\r\n"
