@@ -258,6 +258,16 @@ async def wait_for_processes(container: t.Any, only: set[str], timeout: float = 
         await asyncio.sleep(0.05)
 
 
+def rss_mib() -> float:
+    """This process's resident memory (the server under test shares it), in MiB."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    msg = "no VmRSS"
+    raise AssertionError(msg)
+
+
 async def wait_until(predicate: t.Callable[[], t.Awaitable[bool]], timeout: float = 5.0) -> None:
     """Poll an async predicate (without blocking the shared event loop) until it holds."""
     deadline = time.monotonic() + timeout

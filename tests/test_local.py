@@ -19,7 +19,7 @@ from jupyter_tool_terminal.runtime import RuntimeUnavailable
 from jupyter_tool_terminal.runtime.local import LocalRuntime
 from jupyter_tool_terminal.tooltypes import parse_tool_types
 
-from .conftest import LOCAL_OWNER, TOOL_TYPES, Api, wait_until
+from .conftest import LOCAL_OWNER, TOOL_TYPES, Api, rss_mib, wait_until
 
 #: An engine address where nothing answers.
 NOWHERE = "tcp://127.0.0.1:9"
@@ -38,15 +38,6 @@ def _cpu_ticks(pid: int) -> int:
     """The user and system CPU time a process used, in clock ticks."""
     fields = _stat_fields(pid)
     return int(fields[11]) + int(fields[12])
-
-
-def _rss_mib() -> float:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    msg = "no VmRSS"
-    raise AssertionError(msg)
 
 
 def _stat_fields(pid: int) -> list[str]:
@@ -204,7 +195,7 @@ class TestRefusals:
         # The client reads nothing now. Once the buffers on the way (the read-ahead, the
         # socket's, the client's) are full, `yes` spends its time blocked on the full
         # terminal: its CPU time stops growing, while the other terminal still answers.
-        rss_before = _rss_mib()
+        rss_before = rss_mib()
 
         async def cpu_seconds_over(seconds: float) -> float:
             first = _cpu_ticks(pid)
@@ -215,7 +206,7 @@ class TestRefusals:
 
         await cpu_seconds_over(1.5)  # the buffers fill
         assert await cpu_seconds_over(1.5) < 0.15
-        assert _rss_mib() - rss_before < 64
+        assert rss_mib() - rss_before < 64
         flood.output = ""
         flood.send("stdin", "\x03")
         assert await flood.run("echo recovered", timeout=30) == "recovered\r\n"
