@@ -3,6 +3,7 @@
 ``python benchmarks/run.py`` starts everything it measures itself, over loopback only:
 
 * ``tool``: jupyter_server + this extension, real Docker Engine, a busybox tool instance;
+* ``local``: jupyter_server + this extension with its local runtime (a local instance, /bin/sh);
 * ``A``: jupyter_server + ``jupyter_server_terminals`` with a local ``/bin/sh``;
 * ``B``: the same with ``shell_command=["docker", "exec", "-it", CONTAINER, "/bin/sh"]``;
 * ``C``: no server, no WebSocket: the ``docker`` SDK's raw exec TTY socket on the same container.
@@ -63,6 +64,8 @@ REPO = HERE.parent
 IMAGE = "jupyter-tool-terminal-test:latest"
 OWNER = "bench"
 TOOL = "bench"
+#: The id of the local runtime's tool instance.
+LOCAL_INSTANCE = "bench-local"
 RUN_LABEL = "jupyter-tool-terminal-bench.run"
 #: The prompt every shell gets; typed as ``'@@''P> '`` so the echo of the command never matches.
 PROMPT = "@@P> "
@@ -76,8 +79,11 @@ FLOOD_LINE = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 MIB = 1024 * 1024
 #: The environment of the raw exec (reference C), as the project's exec gets.
 RAW_ENV = {"TERM": "xterm-256color", "LANG": "C.UTF-8"}
+#: Every target, in the order of the table.
+KEYS_ALL = ("tool", "local", "A", "B", "C")
 LABELS = {
     "tool": "this project",
+    "local": "this project,\nlocal runtime",
     "A": "A: terminado\n/bin/sh",
     "B": "B: terminado\ndocker exec CLI",
     "C": "C: raw exec\nsocket (SDK)",
@@ -1212,13 +1218,14 @@ def ratio(ours: float | None, theirs: float | None) -> str:
 
 def table(results: dict[str, t.Any], plan: Plan) -> str:
     targets = results["targets"]
-    header = "| figure | this project | A | B | C | vs A | vs B | vs C |"
-    lines = [header, "|" + "---|" * 8]
+    header = "| figure | this project | local | A | B | C | vs A | vs B | vs C | local vs A |"
+    lines = [header, "|" + "---|" * 10]
     for name, unit, read, _ in rows(plan):
-        values = {key: read(targets.get(key, {})) for key in ("tool", "A", "B", "C")}
+        values = {key: read(targets.get(key, {})) for key in KEYS_ALL}
         label = f"{name} ({unit})" if unit else name
-        cells = [fmt(values[key]) for key in ("tool", "A", "B", "C")]
+        cells = [fmt(values[key]) for key in KEYS_ALL]
         ratios = [ratio(values["tool"], values[key]) for key in ("A", "B", "C")]
+        ratios.append(ratio(values["local"], values["A"]))
         lines.append(f"| {label} | " + " | ".join(cells + ratios) + " |")
     return "\n".join(lines)
 
@@ -1286,6 +1293,17 @@ def check_targets(results: dict[str, t.Any], plan: Plan) -> list[dict[str, t.Any
     )
     delta = value("tool", "churn.delta_p99_ms")
     checks.append(("churn raises echo p99 by <= 5 ms", delta <= 5, f"+{delta}"))
+    # The local runtime against terminado on the same machine (both local shells).
+    for name, path, lower_is_better in (
+        ("open p50", "open.p50_ms", True),
+        ("echo p50", "echo.p50_ms", True),
+        ("throughput", "flood.mb_s", False),
+        (f"RSS/session (N={largest})", f"scale.{largest}.rss_mib_per_session", True),
+    ):
+        local, a = value("local", path), value("A", path)
+        met = local <= a if lower_is_better else local >= a
+        relation = "<=" if lower_is_better else ">="
+        checks.append((f"local: {name} {relation} A", met, f"{local} vs A {a}"))
     return [{"target": name, "met": bool(ok), "detail": detail} for name, ok, detail in checks]
 
 
@@ -1298,8 +1316,8 @@ def log_scale(ax: t.Any) -> None:
 
 def plot(results: dict[str, t.Any], plan: Plan, path: Path) -> None:
     figures = results["targets"]
-    keys = [key for key in ("tool", "A", "B", "C") if key in figures]
-    colors = {"tool": "#2a7ab0", "A": "#9a9a9a", "B": "#d9822b", "C": "#4c9a4c"}
+    keys = [key for key in KEYS_ALL if key in figures]
+    colors = {"tool": "#2a7ab0", "local": "#7b4fa8", "A": "#9a9a9a", "B": "#d9822b", "C": "#4c9a4c"}
     fig, axes = plt.subplots(2, 3, figsize=(15, 8.5))
 
     def bars(ax: t.Any, title: str, unit: str, paths: list[tuple[str, str]]) -> None:
@@ -1406,6 +1424,18 @@ async def run(plan: Plan, lab: Lab, only: set[str], phases: set[str]) -> dict[st
             f"c.DockerRuntime.threads = 64\n",
             container,
         ),
+        "local": lab.start_server(
+            "local",
+            "tool",
+            "c.ToolTerminalApp.runtime = 'local'\n"
+            f"c.ToolTerminalApp.tool_types = {{{TOOL!r}: {{'shell': ['/bin/sh']}}}}\n"
+            f"c.ToolTerminalApp.local_instances = {{{LOCAL_INSTANCE!r}: "
+            f"{{'tool': {TOOL!r}, 'root': {str(lab.tmp / LOCAL_INSTANCE)!r}}}}}\n"
+            f"c.ToolTerminalApp.owner = {OWNER!r}\n"
+            f"c.ToolTerminalApp.max_sessions = {ns + 50}\n"
+            f"c.ToolTerminalApp.max_sessions_per_user = {ns + 50}\n",
+            LOCAL_INSTANCE,
+        ),
         "A": lab.start_server(
             "A",
             "terminado",
@@ -1442,7 +1472,7 @@ async def run(plan: Plan, lab: Lab, only: set[str], phases: set[str]) -> dict[st
             print(f"  {key:4} {name:12} FAILED: {type(error).__name__}: {error}", flush=True)
 
     try:
-        order: list[str] = [key for key in ("tool", "A", "B", "C") if key in only]
+        order: list[str] = [key for key in KEYS_ALL if key in only]
         for key in order:
             target = targets[key]
             # One warm-up open (imports, connection pools), not counted.
@@ -1539,7 +1569,9 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="PNG plot (default: docs/benchmark.png for a whole full run, else results/)",
     )
-    parser.add_argument("--only", default="tool,A,B,C", help="comma-separated subset of tool,A,B,C")
+    parser.add_argument(
+        "--only", default=",".join(KEYS_ALL), help="comma-separated subset of tool,local,A,B,C"
+    )
     parser.add_argument(
         "--phases",
         help="comma-separated subset of open,echo,flood,scale,churn,churnmax "
@@ -1589,7 +1621,7 @@ def main(argv: list[str] | None = None) -> int:
     for check in results["checks"]:
         print(f"  [{'met' if check['met'] else 'MISSED'}] {check['target']}: {check['detail']}")
     # Only a whole full run replaces the README's plot; a quick or partial one goes to results/.
-    partial = only != {"tool", "A", "B", "C"} or phases != {*default.split(",")}
+    partial = only != set(KEYS_ALL) or phases != {*default.split(",")}
     plot_path = args.plot or (
         HERE / "results" / f"{results['mode']}-{stamp}.png"
         if plan.quick or partial

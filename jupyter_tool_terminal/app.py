@@ -20,7 +20,8 @@ from .handlers import (
 from .manager import SessionManager
 from .runtime import RuntimeUnavailable, ToolRuntime
 from .runtime.docker import DockerRuntime
-from .tooltypes import ToolTypeError, parse_tool_types
+from .runtime.local import LocalRuntime
+from .tooltypes import ToolType, ToolTypeError, parse_tool_types
 
 # Handlers match any single path segment; ids are validated strictly by the manager, so that
 # a malformed id gets the same 403 as an unknown one.
@@ -28,7 +29,8 @@ _ID = r"([^/]+)"
 
 
 class ToolTerminalApp(ExtensionApp):
-    """Terminals inside each Jupyter user's own tool instances (Docker containers)."""
+    """Terminals inside each Jupyter user's own tool instances (Docker containers, or local
+    working directories)."""
 
     name = "jupyter_tool_terminal"
     description = __doc__
@@ -40,7 +42,8 @@ class ToolTerminalApp(ExtensionApp):
         label). Each is a dict with the keys `display_name` (launcher title), `shell` (the
         command, a non-empty list of strings; default ["/bin/sh"]), `startup_command` (a shell
         command run in the terminal before the shell; its `cd` and `export` carry over),
-        `user` (the exec user; default the image's), `workdir` (an absolute path), `env`
+        `user` (the exec user; default the image's), `workdir` (an absolute path; for a local
+        instance taken relative to its root), `env`
         (variables added to the terminal's environment), `icon` (an SVG string) and `cleanup`
         ("session", the default: a session's end kills its own processes; "instance": when an
         instance's last session ends, every process started since its first one is killed, as
@@ -158,6 +161,22 @@ class ToolTerminalApp(ExtensionApp):
         help='The runtime class used for `runtime = "docker"` (configure it as c.DockerRuntime).',
     ).tag(config=True)
 
+    local_runtime_class = Type(
+        LocalRuntime,
+        klass=ToolRuntime,
+        help='The runtime class used for `runtime = "local"` (configure it as c.LocalRuntime).',
+    ).tag(config=True)
+
+    local_instances = Dict(
+        {},
+        help="""Tool instances of the local runtime: {ID: {"tool": NAME, "root": PATH}}. Each
+        is a working directory on this machine (`~` expanded, created at start-up if missing)
+        owned by `owner`; its terminals are shells of the server's own user, started in the
+        tool type's `workdir` taken relative to the root. A local instance is not an isolation
+        boundary. An instance with an unknown tool type, or whose working directory leads
+        outside its root, disables the extension with an error naming it.""",
+    ).tag(config=True)
+
     owner = Unicode(
         help="""The owner name that tool instances' `jupyter-tool-terminal.owner` label must
         carry when jupyter_server's own (token or password) identity provider is in use, since
@@ -200,7 +219,7 @@ class ToolTerminalApp(ExtensionApp):
         if not tool_types:
             self.log.warning("jupyter_tool_terminal: no tool types are configured")
         if self.tool_runtime is None:
-            self.tool_runtime = self._make_runtime()
+            self.tool_runtime = self._make_runtime(tool_types)
             if self.tool_runtime is None:
                 return
         self.session_manager = SessionManager(
@@ -219,24 +238,60 @@ class ToolTerminalApp(ExtensionApp):
             audit=AuditLog(getattr(self.serverapp, "event_logger", None), self.log),
         )
 
-    def _make_runtime(self) -> ToolRuntime | None:
-        """The configured runtime, or ``None`` (with an error logged) if it cannot work here."""
-        runtime = self.docker_runtime_class(parent=self, log=self.log)
-        try:
-            runtime.check_available()
-        except RuntimeUnavailable as error:
-            if self.runtime == "docker":
-                runtime.close()
-                self.log.error(  # noqa: TRY400 - no traceback: the message says it all
-                    "jupyter_tool_terminal is disabled: ToolTerminalApp.runtime is 'docker' but "
-                    "%s (or set ToolTerminalApp.runtime = 'auto')",
-                    error,
+    def _make_runtime(self, tool_types: dict[str, ToolType]) -> ToolRuntime | None:
+        """The configured runtime, or ``None`` (with an error logged) if it cannot work here.
+
+        ``auto`` takes Docker when an engine answers, else the local runtime; the log says
+        which and why.
+        """
+        if self.runtime != "local":
+            docker = self.docker_runtime_class(parent=self, log=self.log)
+            try:
+                docker.check_available()
+            except RuntimeUnavailable as error:
+                docker.close()
+                if self.runtime == "docker":
+                    self.log.error(  # noqa: TRY400 - no traceback: the message says it all
+                        "jupyter_tool_terminal is disabled: ToolTerminalApp.runtime is 'docker' "
+                        "but %s (or set ToolTerminalApp.runtime = 'auto')",
+                        error,
+                    )
+                    return None
+                why = f"runtime 'auto' and {error}"
+            else:
+                self.log.info(
+                    "jupyter_tool_terminal: tool terminals run in Docker containers (%s)",
+                    "runtime 'docker'"
+                    if self.runtime == "docker"
+                    else "runtime 'auto' and a Docker Engine answers",
                 )
-                return None
-            self.log.warning("jupyter_tool_terminal: %s; tool terminals wait for it", error)
-            return runtime
-        self.log.info("jupyter_tool_terminal: tool terminals run in Docker containers")
-        return runtime
+                if self.local_instances:
+                    self.log.warning(
+                        "jupyter_tool_terminal: local_instances are not served: the runtime is "
+                        "Docker (set ToolTerminalApp.runtime = 'local' to use them)"
+                    )
+                return docker
+        else:
+            why = "runtime 'local'"
+        local = self.local_runtime_class(
+            parent=self,
+            log=self.log,
+            instances=self.local_instances,
+            owner=self.owner,
+            tool_types=tool_types,
+        )
+        try:
+            local.check_available()
+        except RuntimeUnavailable as error:
+            self.log.error("jupyter_tool_terminal is disabled: %s", error)  # noqa: TRY400
+            return None
+        self.log.info(
+            "jupyter_tool_terminal: tool terminals run locally, as this server's user, in %d "
+            "local instance(s) (%s)",
+            len(self.local_instances),
+            why,
+        )
+        return local
 
     def initialize_handlers(self) -> None:
         """Register the REST and WebSocket routes (relative: the server adds its base_url)."""

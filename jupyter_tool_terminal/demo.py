@@ -1,8 +1,10 @@
-"""Start JupyterLab with two demo tool instances on the local Docker Engine.
+"""Start JupyterLab with two demo tool instances: containers, or local ones without Docker.
 
-``python -m jupyter_tool_terminal.demo [--image IMAGE] [--owner NAME] [jupyter lab options]``
-creates two labelled containers for the current user, starts ``jupyter lab`` configured with
-their tool types, and removes the containers when JupyterLab exits.
+``python -m jupyter_tool_terminal.demo [--image IMAGE] [--owner NAME] [--local-root DIR]
+[jupyter lab options]`` creates two labelled containers for the current user when a Docker
+Engine answers (and removes them when JupyterLab exits); without one it declares two local
+tool instances (working directories under ``--local-root``, shells run as you) instead. Either
+way it starts ``jupyter lab`` configured with their tool types.
 """
 
 from __future__ import annotations
@@ -47,9 +49,11 @@ DEMO_TOOL_TYPES: dict[str, dict[str, t.Any]] = {
     "course": {
         "display_name": "Course",
         "shell": ["/bin/sh", "-l"],
+        # In a container /data; in a local instance ROOT/data (workdir is relative to it there).
+        "workdir": "/data",
         "startup_command": (
-            "echo 'Welcome to the course sandbox: your files are in /data.'; "
-            "cd /data && export COURSE=demo"
+            "echo 'Welcome to the course sandbox: your files are here, in' \"$PWD\"; "
+            "export COURSE=demo"
         ),
         "env": {"PS1": "course:\\w\\$ "},
         "icon": _COURSE_ICON,
@@ -83,6 +87,28 @@ def create_demo_instances(client: docker.DockerClient, image: str, owner: str) -
     return containers
 
 
+def docker_engine() -> docker.DockerClient | None:
+    """A client of the Docker Engine, or ``None`` (having said why) if none answers."""
+    try:
+        client = docker.from_env(timeout=5)
+        client.ping()
+    except docker.errors.DockerException as error:
+        where = os.environ.get("DOCKER_HOST") or "/var/run/docker.sock"
+        print(
+            f"No Docker Engine answers at {where} ({type(error).__name__}): the demo runs two "
+            "LOCAL tool instances instead, working directories whose shells run as you on "
+            "this machine (not isolated).",
+            flush=True,
+        )
+        return None
+    return client
+
+
+def local_demo_instances(folder: Path) -> dict[str, dict[str, str]]:
+    """The demo's local instances (``ToolTerminalApp.local_instances``), one per tool type."""
+    return {f"demo-{tool}": {"tool": tool, "root": str(folder / tool)} for tool in DEMO_TOOL_TYPES}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Create the demo instances, run JupyterLab, and clean up when it exits."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -96,11 +122,22 @@ def main(argv: list[str] | None = None) -> int:
         default=default_owner(),
         help="owner label of the demo instances (default: the server's owner)",
     )
+    parser.add_argument(
+        "--local-root",
+        type=Path,
+        default=Path("~/tool-instances").expanduser(),
+        help="where the local demo instances' folders go when there is no Docker Engine",
+    )
     options, lab_args = parser.parse_known_args(argv)
 
-    client = docker.from_env()
-    containers = create_demo_instances(client, options.image, options.owner)
-    print("Demo tool instances:", ", ".join(c.name for c in containers), flush=True)
+    client = docker_engine()
+    containers = create_demo_instances(client, options.image, options.owner) if client else []
+    runtime: dict[str, t.Any] = {"runtime": "docker"}
+    if client is None:
+        runtime = {"runtime": "local", "local_instances": local_demo_instances(options.local_root)}
+        print("Demo tool instances:", ", ".join(runtime["local_instances"]), flush=True)
+    else:
+        print("Demo tool instances:", ", ".join(c.name for c in containers), flush=True)
     try:
         with tempfile.TemporaryDirectory(prefix="jupyter-tool-terminal-demo-") as folder:
             config = Path(folder) / "jupyter_demo_config.json"
@@ -110,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
                         "ToolTerminalApp": {
                             "tool_types": DEMO_TOOL_TYPES,
                             "owner": options.owner,
+                            **runtime,
                         }
                     }
                 )
@@ -124,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
         for container in containers:
             with contextlib.suppress(docker.errors.DockerException):
                 container.remove(force=True)
-        client.close()
+        if client is not None:
+            client.close()
 
 
 if __name__ == "__main__":

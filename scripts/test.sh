@@ -43,6 +43,7 @@ if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null && [ "$(id -u)" =
 fi
 step "browser end-to-end test (Debian chromium)"
 bash scripts/test-browser.sh
+step "Binder demo: binder/ in a fresh environment, no Docker, contract and browser"; bash scripts/test-binder.sh
 
 step "benchmark, quick mode (checks that every measurement path works)"
 python benchmarks/run.py --quick

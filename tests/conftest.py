@@ -1,11 +1,18 @@
-"""Fixtures: a real Docker Engine, labelled tool instances, and jupyter_server with two users."""
+"""Fixtures: a real Docker Engine, labelled tool instances, and jupyter_server with two users.
+
+Contract tests marked ``@both_runtimes`` run once per runtime: their ``make_instance`` then
+creates a labelled container or hands out a local instance, and the server is configured for
+that runtime before it starts (local instances are configuration).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
+import os
 import subprocess
 import threading
 import time
@@ -44,7 +51,8 @@ TOOL_TYPES: dict[str, t.Any] = {
     "course": {
         "display_name": "Course",
         "shell": ["/bin/sh"],
-        "startup_command": "echo STARTUP-BANNER; cd /data && export COURSE_VAR=from-startup",
+        # Relative to the working directory: /data in the container, ROOT/data locally.
+        "startup_command": "echo STARTUP-BANNER; cd data && export COURSE_VAR=from-startup",
         "workdir": "/",
     },
     "broken": {
@@ -133,9 +141,89 @@ def no_blocking_sdk_calls_on_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> 
 
 InstanceFactory = t.Callable[..., t.Any]
 
+#: The runtimes that keep the same contract.
+RUNTIMES = ("docker", "local")
+#: Marks a contract test that runs once with each runtime.
+both_runtimes = pytest.mark.parametrize("runtime_name", RUNTIMES)
+#: Every local instance belongs to the server's owner; the tests' server is alice's.
+LOCAL_OWNER = "alice"
+
 
 @pytest.fixture
-def make_instance(docker_client: docker.DockerClient) -> t.Iterator[InstanceFactory]:
+def runtime_name() -> str:
+    """The runtime of the server under test: Docker, unless a test is ``@both_runtimes``."""
+    return "docker"
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalInstanceHandle:
+    """A local tool instance as tests see it (what a container object is for Docker)."""
+
+    name: str
+    root: Path
+
+
+class LocalInstancePool:
+    """Local instances are configuration, fixed before the server starts: the pool declares a
+    few per tool type, and ``make_instance`` hands them out one by one."""
+
+    PER_TOOL = 3
+
+    def __init__(self, folder: Path, tool_types: t.Iterable[str]) -> None:
+        self.free = {
+            tool: [
+                LocalInstanceHandle(f"local-{tool}-{i}", folder / f"{tool}-{i}")
+                for i in range(self.PER_TOOL)
+            ]
+            for tool in tool_types
+        }
+        self.config = {
+            handle.name: {"tool": tool, "root": str(handle.root)}
+            for tool, handles in self.free.items()
+            for handle in handles
+        }
+        for handles in self.free.values():
+            for handle in handles:
+                (handle.root / "data").mkdir(parents=True)
+
+    def take(self, owner: str = LOCAL_OWNER, tool: str = "sandbox") -> LocalInstanceHandle:
+        assert owner == LOCAL_OWNER, "local instances all belong to the server's owner"
+        return self.free[tool].pop(0)
+
+
+@pytest.fixture
+def local_instance_pool(tmp_path: Path, tool_types: dict[str, t.Any]) -> LocalInstancePool:
+    return LocalInstancePool(tmp_path / "instances", tool_types)
+
+
+@pytest.fixture
+def runtime_config(runtime_name: str, request: pytest.FixtureRequest) -> dict[str, t.Any]:
+    """The ToolTerminalApp settings that choose (and, for local, declare) the runtime."""
+    if runtime_name == "local":
+        pool: LocalInstancePool = request.getfixturevalue("local_instance_pool")
+        return {"runtime": "local", "owner": LOCAL_OWNER, "local_instances": pool.config}
+    return {"runtime": "docker"}
+
+
+@pytest.fixture
+def make_instance(runtime_name: str, request: pytest.FixtureRequest) -> InstanceFactory:
+    """Tool instances of the runtime under test: ``make_instance(owner=, tool=)``."""
+    if runtime_name == "local":
+        pool: LocalInstancePool = request.getfixturevalue("local_instance_pool")
+        return pool.take
+    factory: InstanceFactory = request.getfixturevalue("make_container")
+    return factory
+
+
+def instance_path(instance: t.Any, relative: str) -> str:
+    """Where ``relative`` (to a tool type's working directory "/") is, in the instance."""
+    if isinstance(instance, LocalInstanceHandle):
+        return str(instance.root.resolve() / relative)
+    return f"/{relative}"
+
+
+@pytest.fixture
+def make_container(docker_client: docker.DockerClient) -> t.Iterator[InstanceFactory]:
     """Create labelled tool instances; every one is removed after the test."""
     created: list[t.Any] = []
 
@@ -178,10 +266,28 @@ def exec_count(container: t.Any) -> int:
 
 
 def container_processes(container: t.Any) -> list[str]:
-    """The command lines running in a container, as `docker top` shows them."""
+    """The command lines running in a tool instance: in a container, as `docker top` shows
+    them; for a local instance, of the live processes whose working directory is in its root."""
+    if isinstance(container, LocalInstanceHandle):
+        return _local_processes(container.root.resolve())
     top = container.top(ps_args="-eo pid,args")
     index = top["Titles"].index("COMMAND") if "COMMAND" in top["Titles"] else -1
     return [row[index] for row in top["Processes"]]
+
+
+def _local_processes(root: Path) -> list[str]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cwd = Path(os.readlink(f"/proc/{pid}/cwd"))
+            with open(f"/proc/{pid}/cmdline", "rb") as file:
+                cmdline = file.read()
+        except OSError:
+            continue
+        # (A zombie has no command line left.)
+        if cmdline and (cwd == root or root in cwd.parents):
+            found.append(cmdline.rstrip(b"\0").replace(b"\0", b" ").decode())
+    return found
 
 
 async def wait_for_processes(container: t.Any, only: set[str], timeout: float = 2.0) -> list[str]:
@@ -195,6 +301,16 @@ async def wait_for_processes(container: t.Any, only: set[str], timeout: float = 
         if set(processes) <= only or time.monotonic() > deadline:
             return processes
         await asyncio.sleep(0.05)
+
+
+def rss_mib() -> float:
+    """This process's resident memory (the server under test shares it), in MiB."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    msg = "no VmRSS"
+    raise AssertionError(msg)
 
 
 async def wait_until(predicate: t.Callable[[], t.Awaitable[bool]], timeout: float = 5.0) -> None:
@@ -249,14 +365,18 @@ def extension_config() -> dict[str, t.Any]:
 
 
 @pytest.fixture
-def jp_server_config(tool_types: dict[str, t.Any], extension_config: dict[str, t.Any]) -> Config:
+def jp_server_config(
+    tool_types: dict[str, t.Any],
+    runtime_config: dict[str, t.Any],
+    extension_config: dict[str, t.Any],
+) -> Config:
     return Config(
         {
             "ServerApp": {
                 "jpserver_extensions": {"jupyter_tool_terminal": True},
                 "identity_provider_class": TwoUserIdentityProvider,
             },
-            "ToolTerminalApp": {"tool_types": tool_types, **extension_config},
+            "ToolTerminalApp": {"tool_types": tool_types, **runtime_config, **extension_config},
         }
     )
 

@@ -86,7 +86,9 @@ class TerminalClient:
         """Type ``command`` and return what it printed between two unique markers."""
         marker = f"M{abs(hash(command)) % 10**8}"
         self.send("stdin", f"echo {marker}B; {command}; echo {marker}E\r")
-        match = await self.expect(rf"(?s)\n{marker}B\r?\n(.*?){marker}E\r?\n", timeout)
+        # A shell without line editing may print its prompt after the tty echoed the typed line.
+        pattern = rf"(?s)\n[^\n]{{0,80}}?{marker}B\r?\n(.*?){marker}E\r?\n"
+        match = await self.expect(pattern, timeout)
         self.output = self.output[match.end() :]
         return match.group(1)
 

@@ -11,7 +11,7 @@ from tornado.httpclient import HTTPClientError
 
 from jupyter_tool_terminal.manager import valid_instance_id, valid_session_id
 
-from .conftest import Api, InstanceFactory
+from .conftest import Api, InstanceFactory, both_runtimes
 
 UNKNOWN_SESSION = "A" * 32
 
@@ -27,6 +27,7 @@ async def _ws_status(api: Api, session_id: str, headers: dict[str, str] | None =
     return 101
 
 
+@both_runtimes
 async def test_another_user_gets_the_same_403_as_for_unknown_ids(
     alice: Api, bob: Api, make_instance: InstanceFactory
 ) -> None:
@@ -53,6 +54,7 @@ async def test_another_user_gets_the_same_403_as_for_unknown_ids(
     assert (await alice.call("GET", "sessions", model["id"]))["clients"] == 1
 
 
+@both_runtimes
 async def test_unauthenticated_requests_are_refused(
     alice: Api, make_instance: InstanceFactory
 ) -> None:

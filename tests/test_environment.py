@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import pwd
 import typing as t
 
 import pytest
 
-from .conftest import Api, InstanceFactory
+from .conftest import Api, InstanceFactory, both_runtimes
 
 SECRETS = {
     "JUPYTER_TOKEN": "server-token-must-not-leak",
@@ -23,7 +25,10 @@ def jp_environ(jp_environ: t.Any, monkeypatch: pytest.MonkeyPatch) -> t.Any:
     return jp_environ
 
 
-async def test_env_shows_no_server_variables(alice: Api, make_instance: InstanceFactory) -> None:
+@both_runtimes
+async def test_env_shows_no_server_variables(
+    alice: Api, make_instance: InstanceFactory, runtime_name: str
+) -> None:
     container = make_instance()
     _, term = await alice.terminal(container.name)
     env = await term.run("env")
@@ -36,8 +41,15 @@ async def test_env_shows_no_server_variables(alice: Api, make_instance: Instance
     assert variables["LANG"] == "C.UTF-8"
     assert "LINES" not in variables
     assert "COLUMNS" not in variables
-    # The container's own environment is kept.
-    assert variables["PATH"] == "/bin"
+    if runtime_name == "docker":
+        # The container's own environment is kept.
+        assert variables["PATH"] == "/bin"
+    else:
+        # A local shell gets an allow-list of the server's, its user's names and its home.
+        assert variables["PATH"] == os.environ["PATH"]
+        user = pwd.getpwuid(os.getuid())
+        assert (variables["USER"], variables["HOME"]) == (user.pw_name, user.pw_dir)
+        assert variables["SHELL"] == "/bin/sh"
 
 
 class TestToolTypeSettings:

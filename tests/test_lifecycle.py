@@ -17,6 +17,7 @@ from .conftest import (
     TOOL_TYPES,
     Api,
     InstanceFactory,
+    both_runtimes,
     container_processes,
     wait_for_processes,
     wait_until,
@@ -57,6 +58,7 @@ async def _assert_only_base(container: t.Any) -> None:
     assert set(processes) <= BASE_PROCESSES, processes
 
 
+@both_runtimes
 async def test_closing_the_last_websocket_kills_everything(
     alice: Api, make_instance: InstanceFactory
 ) -> None:
@@ -68,6 +70,7 @@ async def test_closing_the_last_websocket_kills_everything(
     assert status == 403
 
 
+@both_runtimes
 async def test_delete_kills_everything(alice: Api, make_instance: InstanceFactory) -> None:
     container = make_instance()
     model, term = await _busy_terminal(alice, container)
@@ -77,6 +80,7 @@ async def test_delete_kills_everything(alice: Api, make_instance: InstanceFactor
     assert await alice.call("GET", "sessions") == []
 
 
+@both_runtimes
 async def test_shell_exit_sends_exit_code_then_disconnect(
     alice: Api, make_instance: InstanceFactory
 ) -> None:
@@ -91,6 +95,7 @@ async def test_shell_exit_sends_exit_code_then_disconnect(
     assert status == 403
 
 
+@both_runtimes
 async def test_server_shutdown_kills_every_session(
     tool_app: ToolTerminalApp, alice: Api, make_instance: InstanceFactory
 ) -> None:
@@ -104,6 +109,7 @@ async def test_server_shutdown_kills_every_session(
     await _assert_only_base(second)
 
 
+@both_runtimes
 async def test_a_session_never_attached_is_closed(
     alice: Api, make_instance: InstanceFactory, tool_app: ToolTerminalApp
 ) -> None:
@@ -144,6 +150,7 @@ class TestGracePeriod:
     def extension_config(self) -> dict[str, t.Any]:
         return {"disconnect_grace": 5.0}
 
+    @both_runtimes
     async def test_a_client_can_reconnect(self, alice: Api, make_instance: InstanceFactory) -> None:
         container = make_instance()
         model, term = await alice.terminal(container.name)
@@ -153,6 +160,7 @@ class TestGracePeriod:
         assert await again.run("echo $KEPT") == "yes\r\n"
 
 
+@both_runtimes
 async def test_delete_right_after_create_leaves_no_shell(
     alice: Api, make_instance: InstanceFactory
 ) -> None:

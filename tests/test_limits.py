@@ -18,6 +18,7 @@ from .conftest import (
     BASE_PROCESSES,
     Api,
     InstanceFactory,
+    both_runtimes,
     exec_count,
     wait_for_processes,
     wait_until,
@@ -133,6 +134,7 @@ class TestIdleTimeout:
     def extension_config(self) -> dict[str, t.Any]:
         return {"idle_timeout": 1.0, "ping_interval": 0.1, "ping_timeout": 0.1}
 
+    @both_runtimes
     async def test_idle_sessions_are_closed_and_killed_and_pings_do_not_count(
         self, alice: Api, make_instance: InstanceFactory
     ) -> None:
@@ -148,6 +150,7 @@ class TestIdleTimeout:
         status, _ = await alice.status("GET", "sessions", model["id"])
         assert status == 403
 
+    @both_runtimes
     async def test_activity_keeps_a_session_open(
         self, alice: Api, make_instance: InstanceFactory
     ) -> None:
@@ -164,6 +167,7 @@ class TestDeadClients:
     def extension_config(self) -> dict[str, t.Any]:
         return {"ping_interval": 0.2, "ping_timeout": 0.2}
 
+    @both_runtimes
     async def test_a_client_that_never_answers_pings_is_dropped_and_its_session_killed(
         self, alice: Api, make_instance: InstanceFactory, jp_http_port: int, jp_base_url: str
     ) -> None:

@@ -11,29 +11,21 @@ import psutil
 
 from jupyter_tool_terminal.app import ToolTerminalApp
 
-from .conftest import ALICE, Api, InstanceFactory, wait_until
+from .conftest import ALICE, Api, InstanceFactory, both_runtimes, rss_mib, wait_until
 from .terminal_client import RawTerminalClient
 
 
-def _rss_mib() -> float:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    msg = "no VmRSS"
-    raise AssertionError(msg)
-
-
+@both_runtimes
 async def test_every_byte_of_a_large_output_arrives(
     alice: Api, make_instance: InstanceFactory
 ) -> None:
     container = make_instance()
     _, term = await alice.terminal(container.name)
-    rss_before = _rss_mib()
+    rss_before = rss_mib()
     out = await term.run("head -c 5000000 /dev/zero | tr '\\000' a; echo", timeout=60)
     assert out.count("a") == 5_000_000
     assert set(out) <= {"a", "\r", "\n"}
-    assert _rss_mib() - rss_before < 128
+    assert rss_mib() - rss_before < 128
 
 
 async def test_a_client_that_stops_reading_applies_backpressure(
@@ -43,7 +35,7 @@ async def test_a_client_that_stops_reading_applies_backpressure(
     _, flood = await alice.terminal(flooded.name)
     _, other = await bob.terminal(quiet.name)
     await other.run("true")
-    rss_before = _rss_mib()
+    rss_before = rss_mib()
     flood.send("stdin", "yes flood-line-with-some-length\r")
     await flood.expect("flood-line-with-some-length\r\nflood-line")
 
@@ -57,7 +49,7 @@ async def test_a_client_that_stops_reading_applies_backpressure(
         latencies.append(time.monotonic() - started)
         top = await asyncio.to_thread(flooded.top, ps_args="-eo pid,stat,args")
         states += [row[1] for row in top["Processes"] if row[2].startswith("yes ")]
-    grown = _rss_mib() - rss_before
+    grown = rss_mib() - rss_before
     assert grown < 64, f"server memory grew by {grown:.0f} MiB"
     # `yes` spends its time blocked on the full terminal: the server stopped reading it.
     assert states.count("S") + states.count("S+") >= len(states) * 0.7, states
@@ -142,6 +134,7 @@ async def test_output_is_encoded_once_for_every_client(
     assert b"once" in b"".join(live)
 
 
+@both_runtimes
 async def test_utf8_split_at_every_byte_offset_arrives_intact(
     alice: Api, make_instance: InstanceFactory
 ) -> None:
@@ -165,6 +158,7 @@ async def test_utf8_split_at_every_byte_offset_arrives_intact(
     assert re.search("\ufffd", term.output)
 
 
+@both_runtimes
 async def test_output_before_a_client_attaches_is_replayed(
     alice: Api, make_instance: InstanceFactory, tool_types: dict[str, t.Any]
 ) -> None:
@@ -181,6 +175,7 @@ async def test_output_before_a_client_attaches_is_replayed(
     await term.expect("STARTUP-BANNER")
 
 
+@both_runtimes
 async def test_replay_to_a_reconnecting_client_is_bounded(
     alice: Api, make_instance: InstanceFactory
 ) -> None:

@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import typing as t
 
-from .conftest import BASE_PROCESSES, Api, InstanceFactory, wait_for_processes
+from .conftest import (
+    BASE_PROCESSES,
+    Api,
+    InstanceFactory,
+    both_runtimes,
+    instance_path,
+    wait_for_processes,
+)
 
 
+@both_runtimes
 async def test_type_and_see_output(alice: Api, make_instance: InstanceFactory) -> None:
     container = make_instance()
     model, term = await alice.terminal(container.name)
@@ -25,6 +33,7 @@ async def test_statuses_are_the_real_ones(alice: Api, make_instance: InstanceFac
     assert await alice.status("DELETE", "sessions", model["id"]) == (204, None)
 
 
+@both_runtimes
 async def test_set_size_changes_stty_size(alice: Api, make_instance: InstanceFactory) -> None:
     container = make_instance()
     _, term = await alice.terminal(container.name)
@@ -34,6 +43,7 @@ async def test_set_size_changes_stty_size(alice: Api, make_instance: InstanceFac
     assert await term.size_becomes("12 40") == "12 40"
 
 
+@both_runtimes
 async def test_two_sessions_are_independent(alice: Api, make_instance: InstanceFactory) -> None:
     container = make_instance()
     _, first = await alice.terminal(container.name)
@@ -46,16 +56,18 @@ async def test_two_sessions_are_independent(alice: Api, make_instance: InstanceF
     assert await second.run("echo x${ONLY_IN_FIRST}x") == "xx\r\n"
 
 
+@both_runtimes
 async def test_startup_command_runs_first_and_carries_cwd_and_exports(
     alice: Api, make_instance: InstanceFactory
 ) -> None:
     container = make_instance(tool="course")
     _, term = await alice.terminal(container.name)
     await term.expect("STARTUP-BANNER")
-    assert await term.run("pwd") == "/data\r\n"
+    assert await term.run("pwd") == instance_path(container, "data") + "\r\n"
     assert await term.run("echo $COURSE_VAR") == "from-startup\r\n"
 
 
+@both_runtimes
 async def test_failing_startup_command_still_leaves_a_shell(
     alice: Api, make_instance: InstanceFactory
 ) -> None:
@@ -66,6 +78,7 @@ async def test_failing_startup_command_still_leaves_a_shell(
     assert await term.run("echo still-here") == "still-here\r\n"
 
 
+@both_runtimes
 async def test_reset_runs_the_startup_command_again_for_attached_clients(
     alice: Api, make_instance: InstanceFactory
 ) -> None:
@@ -81,11 +94,12 @@ async def test_reset_runs_the_startup_command_again_for_attached_clients(
     await term.expect("STARTUP-BANNER")
     new_pid = await term.run("echo $$")
     assert new_pid != old_pid
-    assert await term.run("pwd") == "/data\r\n"
+    assert await term.run("pwd") == instance_path(container, "data") + "\r\n"
     processes = await wait_for_processes(container, BASE_PROCESSES | {"/bin/sh"})
     assert not [p for p in processes if "4242" in p], processes
 
 
+@both_runtimes
 async def test_replay_for_a_second_client(alice: Api, make_instance: InstanceFactory) -> None:
     container = make_instance()
     model, first = await alice.terminal(container.name)

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Smoke test of the Binder demo, as Binder would build and start it, on a machine without
+# Docker: installs exactly binder/requirements.txt into a fresh virtual environment, runs
+# binder/postBuild, starts JupyterLab with exactly binder/'s configuration and DOCKER_HOST
+# pointing at nothing, then opens a terminal over the contract (REST + WebSocket, a small
+# Python client) and in Debian's chromium (ui-tests/binder). Everything it started is stopped.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+chromium=${E2E_CHROMIUM:-/usr/bin/chromium}
+work=$(mktemp -d /tmp/jtt-binder.XXXXXX)
+server_pid=""
+cleanup() {
+  local rc=$?
+  set +e
+  # JupyterLab stops on SIGTERM and ends its terminals first; the script waits for that.
+  [ -z "$server_pid" ] || { kill -TERM "$server_pid" 2>/dev/null; wait "$server_pid"; }
+  [ "$rc" -eq 0 ] || { echo "---- JupyterLab's log ends with ----" >&2; tail -n 40 "$work/jupyter.log" >&2; }
+  rm -rf "$work"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+step() { printf '\n== %s\n' "$*"; }
+
+step "binder/requirements.txt into a fresh virtual environment"
+python3 -m venv "$work/venv"
+export PATH="$work/venv/bin:$PATH"
+pip install -q --prefer-binary -r "$repo/binder/requirements.txt"
+
+step "binder/postBuild"
+mkdir -p "$work/home" "$work/config"
+export JUPYTER_CONFIG_DIR="$work/config"
+(cd "$repo" && bash binder/postBuild)
+
+step "JupyterLab with binder/'s configuration, no Docker"
+port=$(python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+token=$(python -c 'import secrets; print(secrets.token_hex(24))')
+# The test reads the screen through xterm's accessibility tree (a user setting, not Binder's).
+mkdir -p "$work/settings/@jupyterlab/terminal-extension"
+echo '{ "screenReaderMode": true }' > "$work/settings/@jupyterlab/terminal-extension/plugin.jupyterlab-settings"
+(
+  cd "$work/home"
+  export HOME="$work/home" DOCKER_HOST=tcp://127.0.0.1:9 JUPYTER_RUNTIME_DIR="$work/runtime" \
+    JUPYTERLAB_SETTINGS_DIR="$work/settings" JUPYTERLAB_WORKSPACES_DIR="$work/workspaces"
+  exec jupyter lab --no-browser --ip=127.0.0.1 --port="$port" --port-retries=0 --allow-root \
+    --IdentityProvider.token="$token" --LabApp.news_url=None \
+    --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate
+) >"$work/jupyter.log" 2>&1 &
+server_pid=$!
+base_url="http://127.0.0.1:$port/"
+for _ in $(seq 1 120); do
+  curl -fsS -o /dev/null -H "Authorization: token $token" "${base_url}tool-terminal/api/instances" 2>/dev/null && break
+  kill -0 "$server_pid" 2>/dev/null || { echo "JupyterLab exited" >&2; exit 1; }
+  sleep 0.5
+done
+
+step "a terminal over the contract (REST + WebSocket)"
+python - "$base_url" "$token" <<'PY'
+import asyncio, json, sys
+from tornado.httpclient import AsyncHTTPClient, HTTPRequest
+from tornado.websocket import websocket_connect
+
+base, token = sys.argv[1], sys.argv[2]
+auth = {"Authorization": f"token {token}"}
+
+async def main() -> None:
+    http = AsyncHTTPClient()
+    instances = json.loads((await http.fetch(HTTPRequest(base + "tool-terminal/api/instances", headers=auth))).body)
+    assert sorted((i["id"], i["runtime"]) for i in instances) == [
+        ("notes", "local"), ("python", "local"), ("welcome", "local")], instances
+    assert all(i["icon"] and i["icon"].startswith("<svg") for i in instances), instances
+    request = HTTPRequest(base + "tool-terminal/api/sessions", method="POST", headers=auth,
+                          body=json.dumps({"instance": "welcome"}))
+    session = json.loads((await http.fetch(request)).body)
+    ws = await websocket_connect(HTTPRequest(
+        base.replace("http", "ws", 1) + "tool-terminal/websocket/" + session["id"], headers=auth))
+    assert json.loads(await ws.read_message()) == ["setup", {}]
+    ws.write_message(json.dumps(["stdin", 'echo "tool=$TOOL_TERMINAL_DEMO"\r']))
+    output = ""
+    while "tool=welcome\r\n" not in output or "Welcome to jupyter-tool-terminal" not in output:
+        frame = json.loads(await asyncio.wait_for(ws.read_message(), 20))
+        output += frame[1] if frame[0] == "stdout" else ""
+    ws.close()
+    await http.fetch(HTTPRequest(base + "tool-terminal/api/sessions/" + session["id"], method="DELETE", headers=auth))
+    print("contract: banner, tool variable and session delete OK")
+
+asyncio.run(main())
+PY
+
+step "a terminal in the browser (Playwright + $chromium)"
+cd "$repo/ui-tests"
+PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 jlpm install --immutable >/dev/null
+E2E_BASE_URL="$base_url" E2E_TOKEN="$token" E2E_CONTAINER=welcome \
+  E2E_DISPLAY_NAME="Welcome tour" E2E_BANNER="Welcome to jupyter-tool-terminal" \
+  E2E_CHROMIUM="$chromium" jlpm playwright test -c playwright.binder.config.ts
+echo
+echo "Binder demo smoke test passed"
