@@ -30,6 +30,7 @@ from traitlets.config import Config
 
 from jupyter_tool_terminal.app import ToolTerminalApp
 from jupyter_tool_terminal.events import SESSION_SCHEMA_ID
+from jupyter_tool_terminal.runtime.docker import DockerRuntime
 
 from .terminal_client import TerminalClient
 
@@ -137,6 +138,18 @@ def no_blocking_sdk_calls_on_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> 
         return real_send(self, request, **kwargs)
 
     monkeypatch.setattr(docker.api.client.APIClient, "send", send)
+
+    # The runtime's one start-up check of the engine may block: the server does not serve yet.
+    real_check = DockerRuntime.check_available
+
+    def check_available(self: DockerRuntime) -> None:
+        _SDK_ON_LOOP_ALLOWED.value = True
+        try:
+            real_check(self)
+        finally:
+            _SDK_ON_LOOP_ALLOWED.value = False
+
+    monkeypatch.setattr(DockerRuntime, "check_available", check_available)
 
 
 InstanceFactory = t.Callable[..., t.Any]

@@ -154,7 +154,7 @@ async def test_the_demo_serves_two_instances_with_or_without_docker(
         assert not await asyncio.to_thread(os.path.exists, f"/proc/{shell}")
     else:
         # The demo removes its containers (and their processes with them) when it exits.
-        client = docker.from_env()
+        client = await asyncio.to_thread(docker.from_env)
         try:
             left = await asyncio.to_thread(
                 client.containers.list, all=True, filters={"name": f"demo-.*-{owner}"}

@@ -227,7 +227,7 @@ class TestRefusals:
         results = await asyncio.gather(
             *(alice.status("POST", "sessions", body={"instance": "box"}) for _ in range(20))
         )
-        assert sorted(status for status, _ in results) == [200] * 3 + [429] * 17
+        assert sorted(status for status, _ in results) == [201] * 3 + [429] * 17
         assert len(await alice.call("GET", "sessions")) == 3
 
     async def test_a_child_in_its_own_session_without_the_tag_is_killed(
