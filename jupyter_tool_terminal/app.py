@@ -65,10 +65,11 @@ class ToolTerminalApp(ExtensionApp):
     ).tag(config=True)
 
     disconnect_grace = Float(
-        0,
+        60,
         min=0,
         help="""Seconds a session survives after its last client disconnected, so that a page
-        reload can reconnect to it. 0 closes it at once.""",
+        reload (or a dropped network) can reconnect to it and find its shell and programs
+        still running. 0 closes it at once.""",
     ).tag(config=True)
 
     attach_timeout = Float(
@@ -80,9 +81,18 @@ class ToolTerminalApp(ExtensionApp):
 
     replay_buffer_size = Integer(
         64 * 1024,
+        min=1024,
+        help="""Characters of recent output each session keeps for its screen model (the
+        server-side picture of the terminal that a connecting client receives). Of a flood of
+        output only this much of the end is fed to the model: enough for the final screen and
+        its scrollback.""",
+    ).tag(config=True)
+
+    scrollback_lines = Integer(
+        500,
         min=0,
-        help="""Characters of recent output kept per session and sent to a client that
-        connects, so that its screen is not blank.""",
+        help="""Lines of scrollback each session's screen model keeps; a connecting client
+        receives them (at most about 40 KiB of them) above the current screen.""",
     ).tag(config=True)
 
     max_message_size = Integer(
@@ -185,6 +195,7 @@ class ToolTerminalApp(ExtensionApp):
             disconnect_grace=self.disconnect_grace,
             attach_timeout=self.attach_timeout,
             replay_limit=self.replay_buffer_size,
+            scrollback_lines=self.scrollback_lines,
             log=self.log,
             audit=AuditLog(getattr(self.serverapp, "event_logger", None), self.log),
         )

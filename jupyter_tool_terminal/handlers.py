@@ -247,8 +247,8 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
             raise web.HTTPError(error.status, error.message) from None
         await super().get(*args, **kwargs)
 
-    def open(self, *args: t.Any, **kwargs: t.Any) -> None:
-        """Attach to the session: ``setup``, recent output, then live output."""
+    async def open(self, *args: t.Any, **kwargs: t.Any) -> None:
+        """Attach to the session: ``setup``, the current screen, then live output."""
         self.set_nodelay(True)
         session = self.session
         if session is None or session.ended:
@@ -256,7 +256,7 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
             self.close(1000)
             return
         self.tool_sessions.client_attached(session)
-        session.attach(self)
+        await session.attach(self)
         interval = self.tool_app.auth_recheck_interval
         if interval > 0 and self.identity_provider.auth_enabled:
             self._recheck = PeriodicCallback(self._check_access, interval * 1000)

@@ -79,6 +79,7 @@ class SessionManager:
         attach_timeout: float,
         replay_limit: int,
         log: logging.Logger,
+        scrollback_lines: int = 500,
         audit: AuditLog | None = None,
     ) -> None:
         self.runtime = runtime
@@ -89,6 +90,7 @@ class SessionManager:
         self.disconnect_grace = disconnect_grace
         self.attach_timeout = attach_timeout
         self.replay_limit = replay_limit
+        self.scrollback_lines = scrollback_lines
         self.log = log
         self.audit = audit or AuditLog(None, log)
         self.sessions: dict[str, Session] = {}
@@ -180,6 +182,7 @@ class SessionManager:
                 tool=tool,
                 runtime=self.runtime,
                 replay_limit=self.replay_limit,
+                scrollback_lines=self.scrollback_lines,
                 on_ended=self._session_ended,
                 log=self.log,
             )

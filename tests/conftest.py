@@ -181,14 +181,29 @@ def extension_config() -> dict[str, t.Any]:
 
 
 @pytest.fixture
-def jp_server_config(tool_types: dict[str, t.Any], extension_config: dict[str, t.Any]) -> Config:
+def suite_defaults() -> dict[str, t.Any]:
+    """ToolTerminalApp settings of the whole suite, under each test's ``extension_config``.
+
+    A session ends as soon as its last client leaves (``disconnect_grace = 0``), which most
+    lifecycle tests are about; the product default (60 s) has its own tests, which override
+    this fixture.
+    """
+    return {"disconnect_grace": 0}
+
+
+@pytest.fixture
+def jp_server_config(
+    tool_types: dict[str, t.Any],
+    suite_defaults: dict[str, t.Any],
+    extension_config: dict[str, t.Any],
+) -> Config:
     return Config(
         {
             "ServerApp": {
                 "jpserver_extensions": {"jupyter_tool_terminal": True},
                 "identity_provider_class": TwoUserIdentityProvider,
             },
-            "ToolTerminalApp": {"tool_types": tool_types, **extension_config},
+            "ToolTerminalApp": {"tool_types": tool_types, **suite_defaults, **extension_config},
         }
     )
 
