@@ -12,6 +12,8 @@ from traitlets import Bool, CaselessStrEnum, Dict, Float, Integer, Type, Unicode
 from .events import AuditLog
 from .handlers import (
     InstancesHandler,
+    ObserverHandler,
+    ObserversHandler,
     SessionHandler,
     SessionResetHandler,
     SessionsHandler,
@@ -227,6 +229,8 @@ class ToolTerminalApp(ExtensionApp):
                 (r"/tool-terminal/api/sessions", SessionsHandler),
                 (rf"/tool-terminal/api/sessions/{_ID}", SessionHandler),
                 (rf"/tool-terminal/api/sessions/{_ID}/reset", SessionResetHandler),
+                (rf"/tool-terminal/api/sessions/{_ID}/observers", ObserversHandler),
+                (rf"/tool-terminal/api/sessions/{_ID}/observers/{_ID}", ObserverHandler),
                 (rf"/tool-terminal/websocket/{_ID}", TerminalSocket),
             ]
         )

@@ -18,6 +18,11 @@ from .tooltypes import ToolType
 INSTANCE_ID = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$")
 #: Session ids are ``secrets.token_urlsafe(24)``.
 SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{32}$")
+#: A user name an owner may grant a view to: what Jupyter and JupyterHub user names look like
+#: (no whitespace, no control characters, no '/', which could not be revoked by URL).
+USER_NAME = re.compile(r"^[^\s/\x00-\x1f\x7f]{1,128}$")
+#: Observers one session may have at once.
+MAX_OBSERVERS = 16
 
 
 class SessionError(Exception):
@@ -40,6 +45,18 @@ class NotRunning(SessionError):
     """The tool instance exists and is the caller's, but its container is not running."""
 
     status = 409
+
+
+class Conflict(SessionError):
+    """The request contradicts the current state (a grant that already exists)."""
+
+    status = 409
+
+
+class NotFound(SessionError):
+    """A sub-resource of the caller's own session does not exist (an observer not granted)."""
+
+    status = 404
 
 
 class LimitReached(SessionError):
@@ -125,6 +142,56 @@ class SessionManager:
             raise NotPermitted(msg)
         return session
 
+    def get_viewable(self, principal: str, session_id: t.Any) -> tuple[Session, bool]:
+        """The session ``session_id`` if ``principal`` owns or observes it, and whether it
+        only observes; :class:`NotPermitted` (as for a session that does not exist) else."""
+        session = self.sessions.get(session_id) if valid_session_id(session_id) else None
+        if session is not None and not session.ended:
+            if session.owner == principal:
+                return session, False
+            if principal in session.observers:
+                return session, True
+        msg = "No such session for this user."
+        raise NotPermitted(msg)
+
+    def list_observed(self, principal: str) -> list[Session]:
+        """Sessions of other users that ``principal`` was granted a view of."""
+        return [
+            session
+            for session in self.sessions.values()
+            if principal in session.observers and not session.ended
+        ]
+
+    # -- observers ----------------------------------------------------------------------------
+
+    def grant(self, session: Session, user: t.Any, username: str) -> None:
+        """Let ``user`` watch ``session`` read-only (``username`` is the granting owner's)."""
+        if not isinstance(user, str) or not USER_NAME.match(user):
+            msg = "The user must be a user name (1-128 characters, no spaces or '/')."
+            raise SessionError(msg)
+        if user == session.owner:
+            msg = "You cannot share a terminal with yourself."
+            raise SessionError(msg)
+        if user in session.observers:
+            msg = f"The terminal is already shared with {user}."
+            raise Conflict(msg)
+        if len(session.observers) >= MAX_OBSERVERS:
+            msg = f"A terminal can be shared with at most {MAX_OBSERVERS} users."
+            raise LimitReached(msg)
+        session.observers.append(user)
+        self.log.info("Tool terminal %s shared read-only with %s", session.id[:8], user)
+        self._audit("grant", session, username=username, observer=user)
+
+    def revoke(self, session: Session, user: str, username: str) -> None:
+        """Stop sharing ``session`` with ``user``; its connections close at once."""
+        if user not in session.observers:
+            msg = f"The terminal is not shared with {user}."
+            raise NotFound(msg)
+        session.observers.remove(user)
+        session.end_observer(user)
+        self.log.info("Tool terminal %s no longer shared with %s", session.id[:8], user)
+        self._audit("revoke", session, username=username, observer=user)
+
     async def list_instances(self, owner: str) -> list[dict[str, t.Any]]:
         """The caller's tool instances whose tool type is configured."""
         try:
@@ -208,10 +275,12 @@ class SessionManager:
         self._audit("open", session, duration=time.monotonic() - started)
         return session
 
-    def _audit(self, action: str, session: Session, **fields: t.Any) -> None:
+    def _audit(
+        self, action: str, session: Session, username: str | None = None, **fields: t.Any
+    ) -> None:
         self.audit.emit(
             action,
-            session.username,
+            session.username if username is None else username,
             owner=session.owner,
             session_id=session.id,
             instance=session.instance.id,
@@ -241,13 +310,18 @@ class SessionManager:
         if timer is not None:
             timer.cancel()
 
-    def client_attached(self, session: Session) -> None:
-        """A client connected: the session no longer waits to be closed."""
-        self._disarm_timer(session)
+    def client_attached(self, session: Session, observer: bool = False) -> None:
+        """A client connected: the session no longer waits to be closed.
+
+        Observers do not keep a session alive: it belongs to its owner.
+        """
+        if not observer:
+            self._disarm_timer(session)
 
     def client_detached(self, session: Session) -> None:
-        """A client disconnected: the last one leaving ends the session (after the grace)."""
-        if not session.clients and not session.ended:
+        """A client disconnected: the owner's last one leaving ends the session (after the
+        grace), whether or not observers still watch."""
+        if not session.owner_attached and not session.ended:
             self._arm_timer(session, self.disconnect_grace, "last client disconnected")
 
     async def reset_session(self, session: Session) -> None:

@@ -39,6 +39,10 @@ class TerminalClient(t.Protocol):
 
     #: The client's last requested terminal size (rows, cols), if it sent one.
     size: tuple[int, int] | None
+    #: Who connected (the owner label value, or an observer's name).
+    principal: str
+    #: Whether it only watches (an observer: no input, no resize).
+    observer: bool
 
     def send_frame(self, frame: str) -> t.Awaitable[None] | None:
         """Send one JSON text frame; the awaitable resolves once it left the server."""
@@ -92,6 +96,8 @@ class Session:
         #: Monotonic time of the last input or output, for the idle timeout.
         self.created_monotonic = self.last_activity_monotonic = time.monotonic()
         self.clients: list[TerminalClient] = []
+        #: Users the owner granted a read-only view, in the order granted.
+        self.observers: list[str] = []
         #: Clients waiting for their screen snapshot (they get live output after it).
         self._attaching: list[TerminalClient] = []
         self.ended = False
@@ -167,6 +173,19 @@ class Session:
             self._on_ended(self, reason, None)
             await self._stop_shell()
             self._disconnect_clients()
+
+    @property
+    def owner_attached(self) -> bool:
+        """Whether a client of the owner (not only observers) is connected."""
+        return any(not client.observer for client in self.clients + self._attaching)
+
+    def end_observer(self, principal: str) -> None:
+        """Close every connection of observer ``principal`` at once (its grant was revoked)."""
+        for client in [*self.clients, *self._attaching]:
+            if client.observer and client.principal == principal:
+                self.detach(client)
+                client.send_frame(json.dumps(["error", "The owner stopped sharing this terminal."]))
+                client.end(1008, "No longer shared")
 
     def _disconnect_clients(self, code: int | None = None, reason: str | None = None) -> None:
         self._broadcast(["disconnect", 1])

@@ -225,27 +225,44 @@ class Api:
         self._ws_fetch = ws_fetch
         self.headers = headers
 
-    async def call(self, method: str, *path: str, body: t.Any = None) -> t.Any:
-
+    async def _request(
+        self, method: str, *path: str, body: t.Any = None, params: dict[str, str] | None = None
+    ) -> t.Any:
         kwargs: dict[str, t.Any] = {"method": method, "headers": self.headers}
         if body is not None:
             kwargs["body"] = body if isinstance(body, str | bytes) else json.dumps(body)
         elif method == "POST":
             kwargs["body"] = b""
-        response = await self._fetch("tool-terminal", "api", *path, **kwargs)
+        if params:
+            kwargs["params"] = params
+        return await self._fetch("tool-terminal", "api", *path, **kwargs)
+
+    async def call(
+        self, method: str, *path: str, body: t.Any = None, params: dict[str, str] | None = None
+    ) -> t.Any:
+        response = await self._request(method, *path, body=body, params=params)
         return json.loads(response.body) if response.body else None
 
-    async def status(self, method: str, *path: str, body: t.Any = None) -> tuple[int, t.Any]:
-        """(status, JSON body) without raising on 4xx."""
+    async def status(
+        self, method: str, *path: str, body: t.Any = None, params: dict[str, str] | None = None
+    ) -> tuple[int, t.Any]:
+        """(status, JSON body) without raising on 4xx; any success counts as 200."""
+        code, reply = await self.exact_status(method, *path, body=body, params=params)
+        return (200 if code < 300 else code), reply
 
+    async def exact_status(
+        self, method: str, *path: str, body: t.Any = None, params: dict[str, str] | None = None
+    ) -> tuple[int, t.Any]:
+        """(status, JSON body) without raising on 4xx, with the success code as sent."""
         try:
-            return 200, await self.call(method, *path, body=body)
+            response = await self._request(method, *path, body=body, params=params)
         except HTTPClientError as error:
             text = (error.response.body if error.response else None) or b"{}"
             try:
                 return error.code, json.loads(text)
             except ValueError:  # an HTML page (404 for routes that do not exist)
                 return error.code, {"html": text.decode()}
+        return response.code, json.loads(response.body) if response.body else None
 
     async def open_session(self, instance: str) -> dict[str, t.Any]:
         model = await self.call("POST", "sessions", body={"instance": instance})
