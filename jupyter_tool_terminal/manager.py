@@ -10,6 +10,7 @@ import time
 import typing as t
 
 from .events import AuditLog
+from .recording import Recorder, RecordingError
 from .runtime import RuntimeUnavailable, ToolRuntime
 from .session import Session
 from .tooltypes import ToolType
@@ -59,6 +60,12 @@ class NotFound(SessionError):
     status = 404
 
 
+class RecordingFailed(SessionError):
+    """The tool type records its sessions and the recording cannot be written."""
+
+    status = 500
+
+
 class LimitReached(SessionError):
     """A session limit is reached."""
 
@@ -98,6 +105,7 @@ class SessionManager:
         log: logging.Logger,
         scrollback_lines: int = 500,
         audit: AuditLog | None = None,
+        recorder: Recorder | None = None,
     ) -> None:
         self.runtime = runtime
         self.tool_types = dict(tool_types)
@@ -110,6 +118,8 @@ class SessionManager:
         self.scrollback_lines = scrollback_lines
         self.log = log
         self.audit = audit or AuditLog(None, log)
+        #: Starts the recordings of tool types that record (``None``: recording unavailable).
+        self.recorder = recorder
         self.sessions: dict[str, Session] = {}
         # Slots taken by sessions still starting, so that limits hold under concurrency.
         self._starting: dict[str, int] = {}
@@ -253,6 +263,8 @@ class SessionManager:
                 on_ended=self._session_ended,
                 log=self.log,
             )
+            if tool.record:
+                await self._start_recording(session)
             try:
                 await session.start()
             except RuntimeUnavailable as error:
@@ -274,6 +286,22 @@ class SessionManager:
         )
         self._audit("open", session, duration=time.monotonic() - started)
         return session
+
+    async def _start_recording(self, session: Session) -> None:
+        if self.recorder is None:
+            msg = "This tool type records its terminals, and recording is not available."
+            raise RecordingFailed(msg)
+        try:
+            session.recording = await asyncio.to_thread(
+                self.recorder.start,
+                owner=session.owner,
+                instance=session.instance.id,
+                session_id=session.id,
+                title=f"{session.tool.display_name}: {session.instance.id}",
+                shell=session.tool.shell[0],
+            )
+        except RecordingError as error:
+            raise RecordingFailed(str(error)) from error
 
     def _audit(
         self, action: str, session: Session, username: str | None = None, **fields: t.Any

@@ -12,6 +12,7 @@ import secrets
 import time
 import typing as t
 
+from .recording import Recording
 from .runtime import Instance, ShellChannel, ToolRuntime
 from .screen import ScreenModel
 from .tooltypes import ToolType
@@ -102,6 +103,8 @@ class Session:
         self._attaching: list[TerminalClient] = []
         self.ended = False
         self._runtime = runtime
+        #: The session's recording, if its tool type records (set before it starts).
+        self.recording: Recording | None = None
         #: What the terminal shows, for clients that attach later (a reload, an observer).
         self.screen = ScreenModel(scrollback_lines=scrollback_lines, lookback=replay_limit)
         self._on_ended = on_ended
@@ -173,6 +176,7 @@ class Session:
             self._on_ended(self, reason, None)
             await self._stop_shell()
             self._disconnect_clients()
+            await self._end_recording()
 
     @property
     def owner_attached(self) -> bool:
@@ -240,6 +244,8 @@ class Session:
                 if text:
                     self._touch()
                     self.screen.feed(text)
+                    if self.recording is not None:
+                        self.recording.output(text)
                     in_flight = self._broadcast(["stdout", text])
                 if not data:
                     break
@@ -265,6 +271,12 @@ class Session:
                 self._broadcast(["exit", code])
             await self._stop_shell()
             self._disconnect_clients()
+            await self._end_recording()
+
+    async def _end_recording(self) -> None:
+        recording, self.recording = self.recording, None
+        if recording is not None:
+            await asyncio.wrap_future(recording.close())
 
     # -- clients ------------------------------------------------------------------------------
 
@@ -298,6 +310,8 @@ class Session:
         if channel is None or self.ended:
             return
         self._touch()
+        if self.recording is not None:
+            self.recording.input(text)
         try:
             await channel.write(text.encode("utf-8", errors="replace"))
         except (ConnectionError, OSError):
@@ -329,4 +343,6 @@ class Session:
                 self._log.debug("Resize failed: %s", type(error).__name__)
                 return
             self.screen.resize(*wanted)
+            if self.recording is not None:
+                self.recording.resize(*wanted)
             applied = wanted

@@ -15,6 +15,7 @@ TOOL_TYPE_KEYS: dict[str, str] = {
     "workdir": "an absolute path",
     "env": "a mapping of variable names to strings",
     "icon": "an SVG document as a string",
+    "record": "true or false",
 }
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -40,6 +41,8 @@ class ToolType:
     workdir: str | None = None
     env: t.Mapping[str, str] = dataclasses.field(default_factory=dict)
     icon: str | None = None
+    #: Whether each session is recorded (asciicast v2, redacted) in the recording directory.
+    record: bool = False
 
     def public_model(self) -> dict[str, t.Any]:
         """Return what a client may know of this tool type (nothing that says how it runs)."""
@@ -110,8 +113,13 @@ def parse_tool_type(name: t.Any, spec: t.Any) -> ToolType:
     if icon is not None and "<svg" not in icon:
         _fail(name, f"'icon' must be {TOOL_TYPE_KEYS['icon']}")
 
+    record = spec.get("record", False)
+    if not isinstance(record, bool):
+        _fail(name, f"'record' must be {TOOL_TYPE_KEYS['record']}, not {record!r}")
+
     return ToolType(
         name=name,
+        record=record,
         display_name=_optional_string(name, spec, "display_name") or name,
         shell=tuple(shell),
         startup_command=_optional_string(name, spec, "startup_command"),
