@@ -43,6 +43,23 @@ def _events(path: Path) -> tuple[dict[str, t.Any], list[list[t.Any]]]:
     return header, events
 
 
+class Recorded(t.NamedTuple):
+    path: Path
+    mode: int
+    size: int
+    text: str
+    header: dict[str, t.Any]
+    events: list[list[t.Any]]
+
+
+def _read_recording(directory: Path) -> Recorded:
+    """The one recording in ``directory`` (blocking: call it in a thread)."""
+    (path,) = directory.glob("*.cast")
+    header, events = _events(path)
+    stat = path.stat()
+    return Recorded(path, stat.st_mode, stat.st_size, path.read_text(), header, events)
+
+
 def _typed(text: str) -> str:
     """A shell word that prints ``text`` without containing it (so the echo does not)."""
     middle = len(text) // 2
@@ -120,7 +137,7 @@ async def test_a_slow_disk_never_holds_the_event_loop_and_memory_stays_bounded(
     reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
     recording = Recording(
         fifo,
-        open(fifo, "wb"),  # noqa: SIM115 - the recording closes it
+        await asyncio.to_thread(open, fifo, "wb"),
         redactor=Redactor(),
         max_bytes=10**9,
         record_input=False,
@@ -189,10 +206,9 @@ async def test_a_recorded_session_is_a_redacted_asciicast_file(
     assert await term.run("echo password=hunter2") == "password=hunter2\r\n"
     await alice.call("DELETE", "sessions", model["id"])
 
-    (path,) = recording_dir.glob("*.cast")
+    path, mode, _, _, header, events = await asyncio.to_thread(_read_recording, recording_dir)
     assert path.name.startswith(f"alice_{container.name}_{model['id']}_")
-    assert path.stat().st_mode & 0o077 == 0
-    header, events = _events(path)
+    assert mode & 0o077 == 0
     assert (header["width"], header["height"]) == (80, 24)
     assert ["r", "100x30"] in [event[1:] for event in events]
     output = "".join(event[2] for event in events if event[1] == "o")
@@ -218,9 +234,9 @@ class TestLimits:
         await term.run("seq 1 3000")
         assert await term.run("echo still working") == "still working\r\n"
         await alice.call("DELETE", "sessions", model["id"])
-        (path,) = recording_dir.glob("*.cast")
-        assert path.stat().st_size <= 4096
-        _, events = _events(path)
+        recorded = await asyncio.to_thread(_read_recording, recording_dir)
+        assert recorded.size <= 4096
+        events = recorded.events
         assert "recording stopped" in events[-1][2]
 
 
@@ -235,11 +251,10 @@ class TestInput:
         model, term = await alice.terminal(make_instance(tool="recorded").name)
         await term.run(f": {FAKE_GITHUB_TOKEN}")
         await alice.call("DELETE", "sessions", model["id"])
-        (path,) = recording_dir.glob("*.cast")
-        _, events = _events(path)
-        typed = "".join(event[2] for event in events if event[1] == "i")
+        recorded = await asyncio.to_thread(_read_recording, recording_dir)
+        typed = "".join(event[2] for event in recorded.events if event[1] == "i")
         assert f": {REDACTED}" in typed
-        assert FAKE_GITHUB_TOKEN not in path.read_text()
+        assert FAKE_GITHUB_TOKEN not in recorded.text
 
 
 class TestUnwritableDirectory:
