@@ -97,7 +97,7 @@ class ToolTerminalApp(ExtensionApp):
         500,
         min=0,
         help="""Lines of scrollback each session's screen model keeps; a connecting client
-        receives them (at most about 40 KiB of them) above the current screen.""",
+        receives them (at most 32 Ki characters of them) above the current screen.""",
     ).tag(config=True)
 
     max_message_size = Integer(

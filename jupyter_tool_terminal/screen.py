@@ -29,8 +29,8 @@ import pyte
 from pyte import graphics, modes
 
 #: The largest screen the model keeps; a larger terminal is modelled in its top-left part.
-MAX_MODEL_ROWS = 200
-MAX_MODEL_COLS = 500
+MAX_MODEL_ROWS = 150
+MAX_MODEL_COLS = 400
 #: Characters fed to pyte in one step; the event loop gets control back between batches.
 SLICE = 128
 #: A batch of slices stops once it took this long (seconds).
@@ -43,7 +43,7 @@ CATCH_UP_TIME = 1.0
 #: An escape sequence longer than this (an endless title, a million parameters) is abandoned.
 MAX_SEQUENCE = 4096
 #: The snapshot's scrollback is cut (oldest lines first) to stay within this many characters.
-SNAPSHOT_SCROLLBACK_CHARS = 40 * 1024
+SNAPSHOT_SCROLLBACK_CHARS = 32 * 1024
 
 _ALT_SCREEN_MODES = {47, 1047, 1049}
 #: Private modes whose pyte implementation rewrites every cell (reverse video) or resizes the

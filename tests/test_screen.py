@@ -148,7 +148,7 @@ async def test_hostile_output_never_grows_memory_without_bound(payload: str) -> 
     finally:
         tracemalloc.stop()
     # Bounded: the queue (64 Ki characters, 4 bytes each at worst), a full screen of cells
-    # (200 x 500) and its rendering.
+    # (150 x 400) and its rendering.
     assert peak - baseline < 48 * 1024 * 1024, peak - baseline
     assert current - baseline < 32 * 1024 * 1024, current - baseline
     assert len(snapshot) < 4 * 1024 * 1024
