@@ -108,6 +108,16 @@ class ToolTerminalAPIHandler(ToolTerminalMixin, APIHandler):
         """Answer a refused request with its status and a JSON message."""
         raise web.HTTPError(error.status, error.message)
 
+    def body_string(self, key: str) -> str:
+        """The string ``key`` of the request's JSON object body; 400 for any other body."""
+        try:
+            body = _strict_json(self.request.body.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            body = None
+        if not isinstance(body, dict) or not isinstance(body.get(key), str):
+            raise web.HTTPError(400, f'The body must be a JSON object {{"{key}": "<{key}>"}}.')
+        return t.cast(str, body[key])
+
     def _session(self, session_id: str) -> Session:
         """The caller's own session ``session_id`` (else 403, as for one that does not exist)."""
         try:
@@ -151,19 +161,12 @@ class SessionsHandler(ToolTerminalAPIHandler):
     @authorized
     async def post(self) -> None:
         """Create a session in one of the caller's instances."""
-        try:
-            body = _strict_json(self.request.body.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError, RecursionError):
-            body = None
-        if not isinstance(body, dict) or not isinstance(body.get("instance"), str):
-            raise web.HTTPError(400, 'The body must be a JSON object {"instance": "<id>"}.')
-        if valid_instance_id(body["instance"]):
-            self.requested_instance = body["instance"]
+        instance = self.body_string("instance")
+        if valid_instance_id(instance):
+            self.requested_instance = instance
         username = t.cast(User, self.current_user).username
         try:
-            session = await self.tool_sessions.create_session(
-                self.owner(), body["instance"], username
-            )
+            session = await self.tool_sessions.create_session(self.owner(), instance, username)
         except SessionError as error:
             self.fail(error)
         self.set_status(201)
@@ -206,15 +209,10 @@ class ObserversHandler(ToolTerminalAPIHandler):
     async def post(self, session_id: str) -> None:
         """Share the caller's session read-only with ``{"user": NAME}``."""
         session = self._session(session_id)
-        try:
-            body = _strict_json(self.request.body.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError, RecursionError):
-            body = None
-        if not isinstance(body, dict) or not isinstance(body.get("user"), str):
-            raise web.HTTPError(400, 'The body must be a JSON object {"user": "<name>"}.')
+        user = self.body_string("user")
         username = t.cast(User, self.current_user).username
         try:
-            self.tool_sessions.grant(session, body["user"], username)
+            self.tool_sessions.grant(session, user, username)
         except SessionError as error:
             self.fail(error)
         self.set_status(201)
