@@ -142,3 +142,20 @@ export function pathOf(request: IRecordedRequest): string {
   const url = new URL(request.url);
   return url.pathname;
 }
+
+/**
+ * Resolve once a condition holds, letting pending promises and timers run
+ * in between (at most `limit` turns of the event loop).
+ */
+export async function until(
+  condition: () => boolean,
+  limit = 200
+): Promise<void> {
+  for (let turn = 0; turn < limit; turn++) {
+    if (condition()) {
+      return;
+    }
+    await new Promise(resolve => setTimeout(resolve, 0));
+  }
+  throw new Error('condition not reached');
+}

@@ -1,0 +1,228 @@
+// Copyright (c) jupyter-tool-terminal developers.
+// Distributed under the terms of the Modified BSD License.
+
+import { ToolTerminalPanel } from '../panel';
+import type { IFakeAnswer } from './helpers';
+import {
+  FakeWebSocket,
+  makeSettings,
+  pathOf,
+  sessionModel,
+  until
+} from './helpers';
+
+/**
+ * An instance as the server lists it.
+ */
+function instance(status = 'running', id = 'pg-1') {
+  return {
+    id,
+    tool: 'postgres',
+    display_name: 'PostgreSQL',
+    status,
+    has_startup_command: false
+  };
+}
+
+/**
+ * A panel on instance `pg-1` with test server settings answering `answers`.
+ */
+function makePanel(answers: IFakeAnswer[], sessionId?: string) {
+  const made = makeSettings(answers);
+  const panel = new ToolTerminalPanel({
+    instance: 'pg-1',
+    serverSettings: made.settings,
+    sessionId
+  });
+  const calls = () =>
+    made.requests.map(r => `${r.method} ${pathOf(r).split('/api/')[1]}`);
+  const status = () => panel.node.querySelector('.jp-ToolTerminal-status')!;
+  const message = () => status().textContent ?? '';
+  const button = () =>
+    panel.node.querySelector<HTMLButtonElement>('.jp-ToolTerminal-restart')!;
+  return { ...made, panel, calls, status, message, button };
+}
+
+describe('ToolTerminalPanel', () => {
+  beforeAll(() => {
+    // jsdom draws nothing: xterm's canvas renderer would only log that.
+    jest.spyOn(HTMLCanvasElement.prototype, 'getContext').mockReturnValue(null);
+  });
+
+  beforeEach(() => {
+    FakeWebSocket.instances = [];
+  });
+
+  it('starts a new session when it has none', async () => {
+    const t = makePanel([{ status: 201, body: sessionModel('s1') }]);
+    await t.panel.start();
+    expect(t.calls()).toEqual(['POST sessions']);
+    expect(t.panel.sessionId).toBe('s1');
+    expect(FakeWebSocket.last.url).toMatch(/\/websocket\/s1$/);
+    t.panel.dispose();
+  });
+
+  it('takes an empty session id for none (never GET sessions/)', async () => {
+    const t = makePanel([{ status: 201, body: sessionModel('s1') }], '');
+    await t.panel.start();
+    expect(t.calls()).toEqual(['POST sessions']);
+    expect(FakeWebSocket.last.url).toMatch(/\/websocket\/s1$/);
+    t.panel.dispose();
+  });
+
+  it('reattaches a restored panel to its session, looked up in the list', async () => {
+    const t = makePanel(
+      [{ status: 200, body: [sessionModel('other'), sessionModel('s1')] }],
+      's1'
+    );
+    await t.panel.start();
+    expect(t.calls()).toEqual(['GET sessions']);
+    expect(t.panel.sessionId).toBe('s1');
+    expect(FakeWebSocket.instances).toHaveLength(1);
+    expect(FakeWebSocket.last.url).toMatch(/\/websocket\/s1$/);
+    t.panel.dispose();
+  });
+
+  it('says a restored session ended and offers a new one, without starting it', async () => {
+    const t = makePanel(
+      [
+        { status: 200, body: [sessionModel('other')] },
+        { status: 200, body: [instance()] }
+      ],
+      's1'
+    );
+    const changes: unknown[] = [];
+    t.panel.sessionChanged.connect((_, session) => changes.push(session));
+    await t.panel.start();
+    expect(t.calls()).toEqual(['GET sessions', 'GET instances']);
+    expect(FakeWebSocket.instances).toHaveLength(0);
+    expect(t.message()).toContain('The session of this panel has ended');
+    expect(t.button().hidden).toBe(false);
+    // Saved again without a session: the next reload does not look it up.
+    expect(t.panel.sessionId).toBeNull();
+    expect(changes).toEqual([null]);
+    t.panel.dispose();
+  });
+
+  it('says when a restored session went with its instance', async () => {
+    const gone = makePanel(
+      [
+        { status: 200, body: [] },
+        { status: 200, body: [] }
+      ],
+      's1'
+    );
+    await gone.panel.start();
+    expect(gone.message()).toContain('The tool instance pg-1 is gone');
+    expect(gone.button().hidden).toBe(false);
+    gone.panel.dispose();
+
+    const stopped = makePanel(
+      [
+        { status: 200, body: [] },
+        { status: 200, body: [instance('exited')] }
+      ],
+      's1'
+    );
+    await stopped.panel.start();
+    expect(stopped.message()).toContain('The tool instance pg-1 is exited');
+    stopped.panel.dispose();
+  });
+
+  it('"Start a new session" starts one after a restored session ended', async () => {
+    const t = makePanel(
+      [
+        { status: 200, body: [] },
+        { status: 200, body: [instance()] },
+        { status: 201, body: sessionModel('s2') }
+      ],
+      's1'
+    );
+    await t.panel.start();
+    t.button().click();
+    await until(() => FakeWebSocket.instances.length === 1);
+    expect(t.calls()).toEqual([
+      'GET sessions',
+      'GET instances',
+      'POST sessions'
+    ]);
+    expect(FakeWebSocket.last.url).toMatch(/\/websocket\/s2$/);
+    expect(t.panel.sessionId).toBe('s2');
+    t.panel.dispose();
+  });
+
+  it('"Start a new session" works after a first start failed', async () => {
+    const t = makePanel([
+      { status: 409, body: { message: 'Tool instance pg-1 is not running.' } },
+      { status: 201, body: sessionModel('s2') }
+    ]);
+    await expect(t.panel.start()).rejects.toThrow('not running');
+    expect(t.message()).toContain('not running');
+    expect(t.button().hidden).toBe(false);
+    t.button().click();
+    await until(() => FakeWebSocket.instances.length === 1);
+    expect(t.requests[1].body).toBe('{"instance":"pg-1"}');
+    expect(FakeWebSocket.last.url).toMatch(/\/websocket\/s2$/);
+    t.panel.dispose();
+  });
+
+  it('offers a new session when the server says why the session ended', async () => {
+    const t = makePanel([{ status: 201, body: sessionModel('s1') }]);
+    await t.panel.start();
+    const ws = FakeWebSocket.last;
+    ws.open();
+    ws.receive(['setup', {}]);
+    ws.receive(['error', 'The tool instance stopped; the terminal has ended.']);
+    ws.receive(['disconnect', 1]);
+    expect(t.message()).toContain('The tool instance stopped');
+    expect(t.button().hidden).toBe(false);
+    t.panel.dispose();
+  });
+
+  it('says the instance stopped rather than the exit code it caused', async () => {
+    const t = makePanel([
+      { status: 201, body: sessionModel('s1') },
+      { status: 200, body: [instance('exited')] }
+    ]);
+    await t.panel.start();
+    const ws = FakeWebSocket.last;
+    ws.open();
+    ws.receive(['exit', 137]);
+    expect(t.message()).toContain('exited with code 137');
+    ws.receive(['disconnect', 1]);
+    await until(() => t.message().includes('stopped'));
+    expect(t.message()).toContain(
+      'The tool instance pg-1 stopped; the terminal has ended.'
+    );
+    expect(t.button().hidden).toBe(false);
+    t.panel.dispose();
+  });
+
+  it('keeps the exit code of a shell that exited in a running instance', async () => {
+    const t = makePanel([
+      { status: 201, body: sessionModel('s1') },
+      { status: 200, body: [instance('running')] }
+    ]);
+    await t.panel.start();
+    const ws = FakeWebSocket.last;
+    ws.open();
+    ws.receive(['exit', 3]);
+    ws.receive(['disconnect', 1]);
+    await until(() => t.calls().length === 2);
+    await until(() => true);
+    expect(t.message()).toContain('exited with code 3');
+    t.panel.dispose();
+  });
+
+  it('kills its session when closed', async () => {
+    const t = makePanel([
+      { status: 201, body: sessionModel('s1') },
+      { status: 204 }
+    ]);
+    await t.panel.start();
+    FakeWebSocket.last.open();
+    t.panel.dispose();
+    await until(() => t.calls().length === 2);
+    expect(t.calls()[1]).toBe('DELETE sessions/s1');
+  });
+});
