@@ -188,16 +188,11 @@ export function addCommands(
         return undefined;
       }
       const info = instances.get(args.instance);
-      return toolIcon(info?.tool ?? '', info?.icon);
-    },
-    iconClass: args => {
-      const info =
-        typeof args.instance === 'string'
-          ? instances.get(args.instance)
-          : undefined;
+      const icon = toolIcon(info?.tool ?? '', info?.icon);
+      // (The launcher drops `iconClass` for an icon it can resolve.)
       return info !== undefined && info.status !== 'running'
-        ? STOPPED_CLASS
-        : '';
+        ? icon.bindprops({ className: STOPPED_CLASS })
+        : icon;
     },
     describedBy: {
       args: {
@@ -366,8 +361,10 @@ export function addCommands(
       args.launcher === true && instances.error !== null
         ? trans.__('%1 Click to try again.', instances.error)
         : trans.__('Refresh the launcher tiles of your tool instances'),
-    icon: args => (args.launcher === true ? refreshIcon : undefined),
-    iconClass: args => (args.launcher === true ? STOPPED_CLASS : ''),
+    icon: args =>
+      args.launcher === true
+        ? refreshIcon.bindprops({ className: STOPPED_CLASS })
+        : undefined,
     describedBy: noArgs,
     execute: async args => {
       await instances.refresh();
