@@ -12,7 +12,8 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 export PATH="${JTT_VENV:-$repo/.venv}/bin:$PATH"
 chromium=${E2E_CHROMIUM:-/usr/bin/chromium}
-owner=${SHOTS_OWNER:-alice}
+# An owner no test uses (tests label containers for alice and bob).
+owner=${SHOTS_OWNER:-student}
 work=$(mktemp -d /tmp/jtt-screenshots.XXXXXX)
 demo_pid=""
 
@@ -32,6 +33,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# Serve this checkout's built extension, whatever the environment links to.
+mkdir -p "$work/data/labextensions"
+ln -s "$repo/jupyter_tool_terminal/labextension" "$work/data/labextensions/jupyter-tool-terminal"
 port=$(python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
 token=$(python -c 'import secrets; print(secrets.token_hex(24))')
 mkdir -p "$work/home" "$work/settings/@jupyterlab/apputils-extension" \
@@ -48,7 +52,7 @@ JSON
   cd "$work/home"
   export JUPYTER_CONFIG_DIR="$work/config" JUPYTER_RUNTIME_DIR="$work/runtime" \
     JUPYTERLAB_SETTINGS_DIR="$work/settings" JUPYTERLAB_WORKSPACES_DIR="$work/workspaces" \
-    JUPYTER_PLATFORM_DIRS=1
+    JUPYTER_PATH="$work/data" JUPYTER_PLATFORM_DIRS=1
   exec python -m jupyter_tool_terminal.demo --owner "$owner" --no-browser --ip=127.0.0.1 \
     --port="$port" --ServerApp.port_retries=0 --IdentityProvider.token="$token" \
     --LabApp.news_url=None
