@@ -364,26 +364,36 @@ export class ToolTerminalPanel extends Panel {
         : this._trans.__('The shell exited with code %1.', code),
       true
     );
-    if (code === 0) {
+    // Only a shell killed by a signal (128 + n) may have gone with its
+    // instance; the engine reports the container stopped a moment after its
+    // processes died, so the state is asked a few times.
+    if (code === null || code < 128) {
       return;
     }
     const session = connection.session.id;
-    void this._instanceState().then(state => {
-      if (
-        state !== undefined &&
-        this._connection === connection &&
-        connection.hasEnded &&
-        connection.session.id === session
-      ) {
-        this._showStatus(
-          this._trans.__(
-            'The tool instance %1 stopped; the terminal has ended.',
-            this.instanceId
-          ),
-          true
-        );
+    const current = () =>
+      !this.isDisposed &&
+      this._connection === connection &&
+      connection.hasEnded &&
+      connection.session.id === session;
+    void (async () => {
+      for (const delay of Private.STOP_CHECK_DELAYS) {
+        await new Promise(resolve => setTimeout(resolve, delay));
+        if (!current()) {
+          return;
+        }
+        if ((await this._instanceState()) !== undefined && current()) {
+          this._showStatus(
+            this._trans.__(
+              'The tool instance %1 stopped; the terminal has ended.',
+              this.instanceId
+            ),
+            true
+          );
+          return;
+        }
       }
-    });
+    })();
   }
 
   /**
@@ -540,6 +550,12 @@ export namespace ToolTerminalPanel {
  * Module internals.
  */
 namespace Private {
+  /**
+   * How long to wait before each look at the instance's state after its
+   * shell was killed (ms).
+   */
+  export const STOP_CHECK_DELAYS = [0, 250, 750, 2000];
+
   /**
    * Create a styled button.
    */

@@ -116,12 +116,14 @@ test('a reload reattaches the panel to the same shell', async ({ page }) => {
   expect(refused).toEqual([]);
 });
 
-test("a stopped instance's tile looks stopped and opens no tab", async ({
+test("an instance that stops: the terminal says so, its tile looks stopped and opens no tab", async ({
   page
 }) => {
-  const stopped = `${CONTAINER}-stopped`;
+  const name = `${CONTAINER}-stops`;
   execFileSync('docker', [
-    'create',
+    'run',
+    '-d',
+    '--init',
     '--network',
     'none',
     '--label',
@@ -129,27 +131,49 @@ test("a stopped instance's tile looks stopped and opens no tab", async ({
     '--label',
     `jupyter-tool-terminal.tool=${env('E2E_TOOL')}`,
     '--name',
-    stopped,
+    name,
     env('E2E_IMAGE')
   ]);
   try {
     await page.goto(`${BASE_URL}lab/workspaces/stopped?reset&token=${TOKEN}`);
-    const tile = launcherSection(page).locator('.jp-LauncherCard', {
-      hasText: stopped
-    });
-    await expect(tile).toBeVisible({ timeout: 60_000 });
-    await expect(tile).toContainText('created');
-    await expect(tile.locator('.jp-ToolTerminal-stopped')).toHaveCount(1);
+    const tile = () =>
+      launcherSection(page).locator('.jp-LauncherCard', { hasText: name });
+    await expect(tile()).toBeVisible({ timeout: 60_000 });
+    await expect(tile().locator('.jp-ToolTerminal-stopped')).toHaveCount(0);
+    await tile().click();
+    const terminal = page.locator('.jp-ToolTerminal:visible');
+    await expect(terminal.locator('.xterm-accessibility-tree')).toContainText(
+      BANNER
+    );
+    // The session is listed in JupyterLab's Running panel.
+    await page.locator('.jp-SideBar [data-id="jp-running-sessions"]').click();
+    const running = page.locator('#jp-running-sessions');
+    await expect(running).toContainText('Tool Terminals');
+    await expect(running).toContainText(name);
+
+    execFileSync('docker', ['stop', '-t', '0', name]);
+    const status = page.locator('.jp-ToolTerminal-status:visible');
+    await expect(status).toContainText(`The tool instance ${name} stopped`);
+    await expect(
+      status.getByRole('button', { name: 'Start a new session' })
+    ).toBeVisible();
+    await expect(running).not.toContainText(name, { timeout: 30_000 });
+
+    // A new launcher lists the instance again: stopped, greyed out.
+    await page.locator('.lm-DockPanel-tabBar .lm-TabBar-addButton').click();
+    await expect(tile()).toContainText('exited');
+    await expect(tile().locator('.jp-ToolTerminal-stopped')).toHaveCount(1);
     expect(
-      await tile.evaluate(node => Number(getComputedStyle(node).opacity))
+      await tile().evaluate(node => Number(getComputedStyle(node).opacity))
     ).toBeLessThan(1);
-    await tile.click();
+    const tabs = await page.locator('.jp-ToolTerminal-tab').count();
+    await tile().click();
     const dialog = page.locator('.jp-Dialog');
-    await expect(dialog).toContainText(`${stopped}`);
+    await expect(dialog).toContainText(name);
     await expect(dialog).toContainText('Start it');
     await dialog.getByRole('button', { name: 'OK' }).click();
-    await expect(page.locator('.jp-ToolTerminal-tab')).toHaveCount(0);
+    await expect(page.locator('.jp-ToolTerminal-tab')).toHaveCount(tabs);
   } finally {
-    execFileSync('docker', ['rm', '-f', stopped]);
+    execFileSync('docker', ['rm', '-f', name]);
   }
 });

@@ -198,7 +198,7 @@ describe('ToolTerminalPanel', () => {
     t.panel.dispose();
   });
 
-  it('keeps the exit code of a shell that exited in a running instance', async () => {
+  it('keeps the exit code of a shell that exited by itself', async () => {
     const t = makePanel([
       { status: 201, body: sessionModel('s1') },
       { status: 200, body: [instance('running')] }
@@ -208,8 +208,9 @@ describe('ToolTerminalPanel', () => {
     ws.open();
     ws.receive(['exit', 3]);
     ws.receive(['disconnect', 1]);
-    await until(() => t.calls().length === 2);
-    await until(() => true);
+    await new Promise(resolve => setTimeout(resolve, 20));
+    // A shell that exited by itself: nothing to ask the server.
+    expect(t.calls()).toEqual(['POST sessions']);
     expect(t.message()).toContain('exited with code 3');
     t.panel.dispose();
   });
@@ -224,5 +225,20 @@ describe('ToolTerminalPanel', () => {
     t.panel.dispose();
     await until(() => t.calls().length === 2);
     expect(t.calls()[1]).toBe('DELETE sessions/s1');
+  });
+
+  it('keeps the exit code of a killed shell when its instance runs', async () => {
+    const t = makePanel([
+      { status: 201, body: sessionModel('s1') },
+      ...[1, 2, 3, 4].map(() => ({ status: 200, body: [instance('running')] }))
+    ]);
+    await t.panel.start();
+    const ws = FakeWebSocket.last;
+    ws.open();
+    ws.receive(['exit', 137]);
+    ws.receive(['disconnect', 1]);
+    await until(() => t.calls().length === 5, 2000);
+    expect(t.message()).toContain('exited with code 137');
+    t.panel.dispose();
   });
 });
