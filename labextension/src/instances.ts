@@ -25,17 +25,7 @@ export class ToolInstances implements IDisposable {
    */
   constructor(options: ToolInstances.IOptions) {
     this._serverSettings = options.serverSettings;
-    this._poll = new Poll({
-      auto: options.auto ?? true,
-      factory: () => this.refresh(),
-      frequency: {
-        interval: options.interval ?? 10_000,
-        backoff: true,
-        max: 300_000
-      },
-      name: `${EXTENSION_ID}:instances`,
-      standby: 'when-hidden'
-    });
+    this._poll = listPoll('instances', () => this.refresh(), options);
   }
 
   /**
@@ -162,6 +152,32 @@ export namespace ToolInstances {
     }
     return String(error);
   }
+}
+
+/**
+ * A poll that refreshes a list from the server while the page is visible.
+ *
+ * @param name - What it lists (the poll is named after it).
+ * @param refresh - Fetch the list.
+ * @param options - Its interval (ms, default 10 s) and whether it starts at
+ *   once (default `true`).
+ */
+export function listPoll(
+  name: string,
+  refresh: () => Promise<void>,
+  options: { interval?: number; auto?: boolean }
+): Poll {
+  return new Poll({
+    auto: options.auto ?? true,
+    factory: refresh,
+    frequency: {
+      interval: options.interval ?? 10_000,
+      backoff: true,
+      max: 300_000
+    },
+    name: `${EXTENSION_ID}:${name}`,
+    standby: 'when-hidden'
+  });
 }
 
 /**

@@ -6,15 +6,16 @@ import type { ServerConnection } from '@jupyterlab/services';
 import type { TranslationBundle } from '@jupyterlab/translation';
 import type { CommandRegistry } from '@lumino/commands';
 import type { IDisposable } from '@lumino/disposable';
-import { Poll } from '@lumino/polling';
+import type { Poll } from '@lumino/polling';
 import type { ISignal } from '@lumino/signaling';
 import { Signal } from '@lumino/signaling';
 
 import { deleteSession, listSessions } from './api';
 import { toolIcon } from './icons';
 import type { ToolInstances } from './instances';
+import { listPoll } from './instances';
 import type { ISessionModel, IToolTerminalTracker } from './tokens';
-import { CommandIDs, EXTENSION_ID } from './tokens';
+import { CommandIDs } from './tokens';
 
 /**
  * The tool terminal sessions of the current user in JupyterLab's Running
@@ -39,17 +40,7 @@ export class RunningToolTerminals
     this.shutdownAllConfirmationText = this._trans.__(
       'Are you sure you want to permanently shut down all running tool terminals?'
     );
-    this._poll = new Poll({
-      auto: options.auto ?? true,
-      factory: () => this.refresh(),
-      frequency: {
-        interval: options.interval ?? 10_000,
-        backoff: true,
-        max: 300_000
-      },
-      name: `${EXTENSION_ID}:sessions`,
-      standby: 'when-hidden'
-    });
+    this._poll = listPoll('sessions', () => this.refresh(), options);
     // Panels opening and closing change the list at once.
     this._tracker.widgetAdded.connect(this._refreshSoon, this);
     this._tracker.currentChanged.connect(this._refreshSoon, this);

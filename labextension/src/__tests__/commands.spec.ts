@@ -13,17 +13,14 @@ import { ToolInstances } from '../instances';
 import type { ToolTerminalPanel } from '../panel';
 import { CommandIDs } from '../tokens';
 import type { IFakeAnswer } from './helpers';
-import { FakeWebSocket, makeSettings, pathOf, sessionModel } from './helpers';
-
-function instance(id: string, status = 'running') {
-  return {
-    id,
-    tool: 'postgres',
-    display_name: 'PostgreSQL',
-    status,
-    has_startup_command: false
-  };
-}
+import {
+  FakeWebSocket,
+  instanceModel,
+  makeSettings,
+  pathOf,
+  quietCanvas,
+  sessionModel
+} from './helpers';
 
 /**
  * The commands on an application whose shell records what it is given.
@@ -57,9 +54,7 @@ async function setUp(answers: IFakeAnswer[]) {
 }
 
 describe('addCommands', () => {
-  beforeAll(() => {
-    jest.spyOn(HTMLCanvasElement.prototype, 'getContext').mockReturnValue(null);
-  });
+  beforeAll(quietCanvas);
 
   beforeEach(() => {
     FakeWebSocket.instances = [];
@@ -80,7 +75,7 @@ describe('addCommands', () => {
 
   it('a stopped instance opens no tab; the click says it is stopped', async () => {
     const t = await setUp([
-      { status: 200, body: [instance('pg-1', 'exited')] }
+      { status: 200, body: [instanceModel('pg-1', 'exited')] }
     ]);
     await t.instances.refresh();
     expect(t.commands.caption(CommandIDs.open, { instance: 'pg-1' })).toContain(
@@ -98,9 +93,9 @@ describe('addCommands', () => {
 
   it('a restored panel opens even on a stopped instance, and says so', async () => {
     const t = await setUp([
-      { status: 200, body: [instance('pg-1', 'exited')] },
+      { status: 200, body: [instanceModel('pg-1', 'exited')] },
       { status: 200, body: [] },
-      { status: 200, body: [instance('pg-1', 'exited')] }
+      { status: 200, body: [instanceModel('pg-1', 'exited')] }
     ]);
     await t.instances.refresh();
     const widget = (await t.commands.execute(CommandIDs.open, {
@@ -127,7 +122,7 @@ describe('addCommands', () => {
 
   it('opens a panel with a new session from a tile', async () => {
     const t = await setUp([
-      { status: 200, body: [instance('pg-1')] },
+      { status: 200, body: [instanceModel('pg-1')] },
       { status: 201, body: sessionModel('s1') }
     ]);
     await t.instances.refresh();

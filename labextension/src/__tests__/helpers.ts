@@ -3,7 +3,7 @@
 
 import { ServerConnection } from '@jupyterlab/services';
 
-import type { ISessionModel } from '../tokens';
+import type { ISessionModel, IToolInstance } from '../tokens';
 
 /**
  * A recorded request of the fake fetch.
@@ -158,4 +158,24 @@ export async function until(
     await new Promise(resolve => setTimeout(resolve, 0));
   }
   throw new Error('condition not reached');
+}
+
+/**
+ * A tool instance as the server lists it.
+ */
+export function instanceModel(id = 'pg-1', status = 'running'): IToolInstance {
+  return {
+    id,
+    tool: 'postgres',
+    display_name: 'PostgreSQL',
+    status,
+    has_startup_command: false
+  };
+}
+
+/**
+ * jsdom draws nothing: keep xterm's canvas renderer from logging that.
+ */
+export function quietCanvas(): void {
+  jest.spyOn(HTMLCanvasElement.prototype, 'getContext').mockReturnValue(null);
 }

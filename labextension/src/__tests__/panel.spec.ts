@@ -5,24 +5,13 @@ import { ToolTerminalPanel } from '../panel';
 import type { IFakeAnswer } from './helpers';
 import {
   FakeWebSocket,
+  instanceModel,
   makeSettings,
   pathOf,
+  quietCanvas,
   sessionModel,
   until
 } from './helpers';
-
-/**
- * An instance as the server lists it.
- */
-function instance(status = 'running', id = 'pg-1') {
-  return {
-    id,
-    tool: 'postgres',
-    display_name: 'PostgreSQL',
-    status,
-    has_startup_command: false
-  };
-}
 
 /**
  * A panel on instance `pg-1` with test server settings answering `answers`.
@@ -44,10 +33,7 @@ function makePanel(answers: IFakeAnswer[], sessionId?: string) {
 }
 
 describe('ToolTerminalPanel', () => {
-  beforeAll(() => {
-    // jsdom draws nothing: xterm's canvas renderer would only log that.
-    jest.spyOn(HTMLCanvasElement.prototype, 'getContext').mockReturnValue(null);
-  });
+  beforeAll(quietCanvas);
 
   beforeEach(() => {
     FakeWebSocket.instances = [];
@@ -87,7 +73,7 @@ describe('ToolTerminalPanel', () => {
     const t = makePanel(
       [
         { status: 200, body: [sessionModel('other')] },
-        { status: 200, body: [instance()] }
+        { status: 200, body: [instanceModel()] }
       ],
       's1'
     );
@@ -120,7 +106,7 @@ describe('ToolTerminalPanel', () => {
     const stopped = makePanel(
       [
         { status: 200, body: [] },
-        { status: 200, body: [instance('exited')] }
+        { status: 200, body: [instanceModel('pg-1', 'exited')] }
       ],
       's1'
     );
@@ -133,7 +119,7 @@ describe('ToolTerminalPanel', () => {
     const t = makePanel(
       [
         { status: 200, body: [] },
-        { status: 200, body: [instance()] },
+        { status: 200, body: [instanceModel()] },
         { status: 201, body: sessionModel('s2') }
       ],
       's1'
@@ -182,7 +168,7 @@ describe('ToolTerminalPanel', () => {
   it('says the instance stopped rather than the exit code it caused', async () => {
     const t = makePanel([
       { status: 201, body: sessionModel('s1') },
-      { status: 200, body: [instance('exited')] }
+      { status: 200, body: [instanceModel('pg-1', 'exited')] }
     ]);
     await t.panel.start();
     const ws = FakeWebSocket.last;
@@ -201,7 +187,7 @@ describe('ToolTerminalPanel', () => {
   it('keeps the exit code of a shell that exited by itself', async () => {
     const t = makePanel([
       { status: 201, body: sessionModel('s1') },
-      { status: 200, body: [instance('running')] }
+      { status: 200, body: [instanceModel('pg-1', 'running')] }
     ]);
     await t.panel.start();
     const ws = FakeWebSocket.last;
@@ -230,7 +216,10 @@ describe('ToolTerminalPanel', () => {
   it('keeps the exit code of a killed shell when its instance runs', async () => {
     const t = makePanel([
       { status: 201, body: sessionModel('s1') },
-      ...[1, 2, 3, 4].map(() => ({ status: 200, body: [instance('running')] }))
+      ...[1, 2, 3, 4].map(() => ({
+        status: 200,
+        body: [instanceModel('pg-1', 'running')]
+      }))
     ]);
     await t.panel.start();
     const ws = FakeWebSocket.last;

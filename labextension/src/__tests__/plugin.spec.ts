@@ -13,19 +13,24 @@ import { CATEGORY_RANK, LauncherTiles } from '../tiles';
 import type { IToolTerminalTracker } from '../tokens';
 import { CommandIDs } from '../tokens';
 import type { IFakeAnswer } from './helpers';
-import { makeSettings, pathOf, sessionModel } from './helpers';
+import { instanceModel, makeSettings, pathOf, sessionModel } from './helpers';
 
 const trans = nullTranslator.load('jupyter-tool-terminal');
 const CATEGORY = trans.__('Tool Terminals');
 
-function instance(id: string, status = 'running') {
-  return {
-    id,
-    tool: 'postgres',
-    display_name: 'PostgreSQL',
-    status,
-    has_startup_command: false
-  };
+/**
+ * Tiles on a recording launcher, following an instance model that gets
+ * `answers`.
+ */
+function makeTiles(answers: IFakeAnswer[]) {
+  const made = makeInstances(answers);
+  const launcher = fakeLauncher();
+  const tiles = new LauncherTiles({
+    launcher,
+    instances: made.instances,
+    category: CATEGORY
+  });
+  return { ...made, launcher, tiles };
 }
 
 function makeInstances(answers: IFakeAnswer[]) {
@@ -118,8 +123,8 @@ describe('restorer', () => {
 describe('ToolInstances', () => {
   it('lists the instances and signals a change once', async () => {
     const t = makeInstances([
-      { status: 200, body: [instance('pg-1')] },
-      { status: 200, body: [instance('pg-1')] }
+      { status: 200, body: [instanceModel('pg-1')] },
+      { status: 200, body: [instanceModel('pg-1')] }
     ]);
     let changes = 0;
     t.instances.changed.connect(() => changes++);
@@ -150,10 +155,10 @@ describe('ToolInstances', () => {
   });
 
   it('labels an instance by its display name first, and its state', () => {
-    expect(instanceLabel('pg-1', instance('pg-1'), trans)).toBe(
+    expect(instanceLabel('pg-1', instanceModel('pg-1'), trans)).toBe(
       'PostgreSQL (pg-1)'
     );
-    expect(instanceLabel('pg-1', instance('pg-1', 'exited'), trans)).toBe(
+    expect(instanceLabel('pg-1', instanceModel('pg-1', 'exited'), trans)).toBe(
       'PostgreSQL (pg-1, exited)'
     );
     expect(instanceLabel('pg-1', undefined, trans)).toBe('pg-1');
@@ -162,15 +167,9 @@ describe('ToolInstances', () => {
 
 describe('LauncherTiles', () => {
   it("adds one tile per instance, next to JupyterLab's Terminal", async () => {
-    const t = makeInstances([
-      { status: 200, body: [instance('a'), instance('b', 'exited')] }
+    const { launcher, tiles, ...t } = makeTiles([
+      { status: 200, body: [instanceModel('a'), instanceModel('b', 'exited')] }
     ]);
-    const launcher = fakeLauncher();
-    const tiles = new LauncherTiles({
-      launcher,
-      instances: t.instances,
-      category: CATEGORY
-    });
     await t.instances.refresh();
     expect(tiles.keys).toEqual(['a', 'b']);
     expect(launcher.items).toEqual([
@@ -195,16 +194,10 @@ describe('LauncherTiles', () => {
   });
 
   it('removes the tiles of instances gone and keeps the others', async () => {
-    const t = makeInstances([
-      { status: 200, body: [instance('a'), instance('b')] },
-      { status: 200, body: [instance('a')] }
+    const { launcher, tiles, ...t } = makeTiles([
+      { status: 200, body: [instanceModel('a'), instanceModel('b')] },
+      { status: 200, body: [instanceModel('a')] }
     ]);
-    const launcher = fakeLauncher();
-    const tiles = new LauncherTiles({
-      launcher,
-      instances: t.instances,
-      category: CATEGORY
-    });
     await t.instances.refresh();
     const first = launcher.items[0];
     await t.instances.refresh();
@@ -216,17 +209,11 @@ describe('LauncherTiles', () => {
   });
 
   it('shows one tile that says why when the instances cannot be listed', async () => {
-    const t = makeInstances([
-      { status: 200, body: [instance('a')] },
+    const { launcher, tiles, ...t } = makeTiles([
+      { status: 200, body: [instanceModel('a')] },
       { status: 503, body: { message: 'The engine is down.' } },
-      { status: 200, body: [instance('a')] }
+      { status: 200, body: [instanceModel('a')] }
     ]);
-    const launcher = fakeLauncher();
-    const tiles = new LauncherTiles({
-      launcher,
-      instances: t.instances,
-      category: CATEGORY
-    });
     await t.instances.refresh();
     await t.instances.refresh();
     expect(tiles.keys).toEqual(['']);
