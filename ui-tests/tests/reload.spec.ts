@@ -108,7 +108,9 @@ test('a reload reattaches the panel to the same shell', async ({ page }) => {
   // Closing the panel kills its session at once, grace or not.
   expect(shells().length).toBeGreaterThan(0);
   await page
-    .locator('.lm-DockPanel-tabBar .jp-ToolTerminal-tab .lm-TabBar-tabCloseIcon')
+    .locator(
+      '.lm-DockPanel-tabBar .jp-ToolTerminal-tab .lm-TabBar-tabCloseIcon'
+    )
     .click();
   await expect(terminalTabs(page)).toHaveCount(0);
   await expect.poll(() => shells(), { timeout: 15_000 }).toEqual([]);
@@ -116,7 +118,7 @@ test('a reload reattaches the panel to the same shell', async ({ page }) => {
   expect(refused).toEqual([]);
 });
 
-test("an instance that stops: the terminal says so, its tile looks stopped and opens no tab", async ({
+test('an instance that stops: the terminal says so, its tile looks stopped and opens no tab', async ({
   page
 }) => {
   const name = `${CONTAINER}-stops`;
