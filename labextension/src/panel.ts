@@ -114,10 +114,10 @@ export class ToolTerminalPanel extends Panel {
   }
 
   /**
-   * A signal emitted when the panel's session changed (first start, new
-   * session, or `null` when the session it was restored with is gone).
+   * A signal emitted when the panel's session changed (first start or new
+   * session).
    */
-  get sessionChanged(): ISignal<this, ISessionModel | null> {
+  get sessionChanged(): ISignal<this, ISessionModel> {
     return this._sessionChanged;
   }
 
@@ -171,8 +171,8 @@ export class ToolTerminalPanel extends Panel {
       return;
     }
     if (session === null) {
-      this._sessionId = null;
-      this._sessionChanged.emit(null);
+      // The id stays saved: the next reload says the same, rather than
+      // starting a shell nobody asked for. "Start a new session" forgets it.
       this._showStatus(await this._goneMessage(), true);
       return;
     }
@@ -507,7 +507,7 @@ export class ToolTerminalPanel extends Panel {
   private _status: Widget;
   private _message: HTMLSpanElement;
   private _restartButton: HTMLButtonElement;
-  private _sessionChanged = new Signal<this, ISessionModel | null>(this);
+  private _sessionChanged = new Signal<this, ISessionModel>(this);
 }
 
 /**

@@ -97,6 +97,11 @@ test('a reload reattaches the panel to the same shell', async ({ page }) => {
   await expect(status).toContainText('has ended');
   await expect(page.locator('.jp-Dialog')).toHaveCount(0);
   expect(refused).toEqual([]);
+  // It starts no shell by itself, not even after another reload.
+  expect(await sessions(page)).toEqual([]);
+  await reload(page);
+  await expect(status).toContainText('has ended');
+  expect(await sessions(page)).toEqual([]);
   await status.getByRole('button', { name: 'Start a new session' }).click();
   const fresh = page.locator('.jp-ToolTerminal:visible');
   await expect(fresh.locator('.xterm-accessibility-tree')).toContainText(

@@ -84,9 +84,10 @@ describe('ToolTerminalPanel', () => {
     expect(FakeWebSocket.instances).toHaveLength(0);
     expect(t.message()).toContain('The session of this panel has ended');
     expect(t.button().hidden).toBe(false);
-    // Saved again without a session: the next reload does not look it up.
-    expect(t.panel.sessionId).toBeNull();
-    expect(changes).toEqual([null]);
+    // Still saved with it: the next reload says the same, and starts no
+    // shell by itself.
+    expect(t.panel.sessionId).toBe('s1');
+    expect(changes).toEqual([]);
     t.panel.dispose();
   });
 
