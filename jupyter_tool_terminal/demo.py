@@ -13,6 +13,7 @@ import getpass
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -83,9 +84,68 @@ def create_demo_instances(client: docker.DockerClient, image: str, owner: str) -
     return containers
 
 
+def engine_address() -> str:
+    """Where the Docker SDK looks for the engine: ``DOCKER_HOST``, else the default socket."""
+    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+
+
+def connect_engine() -> docker.DockerClient | None:
+    """A client of an engine that answers, or ``None`` after one line saying what to do."""
+    try:
+        client = docker.from_env()
+        client.ping()
+    except docker.errors.DockerException as error:
+        # The SDK's messages nest the whole chain of causes: a short one helps, a long one hides
+        # the line that matters.
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        detail = f" ({reason})" if len(reason) <= 80 else ""
+        print(
+            f"demo: no Docker Engine answers at {engine_address()}{detail}. Start one"
+            " (bash scripts/engine.sh, or Docker Desktop), or point DOCKER_HOST at one.",
+            file=sys.stderr,
+        )
+        return None
+    return client
+
+
+def run_jupyterlab(command: list[str]) -> int:
+    """Run JupyterLab until it exits; Ctrl-C (or SIGTERM) shuts it down cleanly.
+
+    JupyterLab runs in its own process group, so a Ctrl-C in the terminal reaches only the
+    demo, which then asks JupyterLab to stop with SIGTERM: no "Shut down this Jupyter server
+    (y/[n])?" prompt, and JupyterLab removes its runtime files as it stops.
+    """
+    process = subprocess.Popen(command, start_new_session=True)
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        return process.wait()
+    except KeyboardInterrupt:
+        print("\ndemo: stopping JupyterLab...", file=sys.stderr, flush=True)
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        return 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Create the demo instances, run JupyterLab, and clean up when it exits."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m jupyter_tool_terminal.demo",
+        description=(
+            "Start JupyterLab with two demo tool instances on the local Docker Engine. A"
+            " single-user laptop demo: it serves the current directory, with JupyterLab's own"
+            " terminals and kernels, to whoever holds the token it prints."
+        ),
+        epilog=(
+            "Every other argument goes to `jupyter lab` (for example --port=9999 or"
+            " --no-browser). The demo containers are removed when JupyterLab stops (Ctrl-C)."
+        ),
+    )
     parser.add_argument(
         "--image",
         default=os.environ.get("JTT_DEMO_IMAGE", DEFAULT_IMAGE),
@@ -98,8 +158,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     options, lab_args = parser.parse_known_args(argv)
 
-    client = docker.from_env()
-    containers = create_demo_instances(client, options.image, options.owner)
+    client = connect_engine()
+    if client is None:
+        return 1
+    try:
+        # Looked up first: a missing image would otherwise be pulled (slow, or failing offline).
+        client.images.get(options.image)
+        containers = create_demo_instances(client, options.image, options.owner)
+    except docker.errors.ImageNotFound:
+        print(
+            f"demo: the image {options.image} is not there; build it with"
+            " bash scripts/build-test-image.sh, or name another with --image.",
+            file=sys.stderr,
+        )
+        client.close()
+        return 1
     print("Demo tool instances:", ", ".join(c.name for c in containers), flush=True)
     try:
         with tempfile.TemporaryDirectory(prefix="jupyter-tool-terminal-demo-") as folder:
@@ -117,9 +190,7 @@ def main(argv: list[str] | None = None) -> int:
             command = [sys.executable, "-m", "jupyterlab", f"--config={config}", *lab_args]
             if os.geteuid() == 0 and "--allow-root" not in lab_args:
                 command.append("--allow-root")
-            with contextlib.suppress(KeyboardInterrupt):
-                return subprocess.call(command)
-            return 0
+            return run_jupyterlab(command)
     finally:
         for container in containers:
             with contextlib.suppress(docker.errors.DockerException):
