@@ -15,6 +15,7 @@ import type { ITerminal } from '@jupyterlab/terminal';
 import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 
 import { addCommands, TAB_CLASS } from './commands';
+import { observePlugin } from './observe';
 import { ToolInstances } from './instances';
 import type { ToolTerminalPanel } from './panel';
 import { restorePanels } from './restorer';
@@ -37,6 +38,14 @@ export {
 } from './connection';
 export { ToolInstances, instanceLabel } from './instances';
 export { ToolTerminalPanel } from './panel';
+export {
+  createObserverPanel,
+  listObserved,
+  ObserveCommandIDs,
+  ObserverConnection,
+  observePlugin,
+  shareReadOnly
+} from './observe';
 export { restoreArgs, restorePanels } from './restorer';
 export { RunningToolTerminals } from './running';
 export { LauncherTiles } from './tiles';
@@ -70,7 +79,7 @@ const plugin: JupyterFrontEndPlugin<IToolTerminalTracker> = {
  * read-only observer view of issue 15, for one) is a plugin of its own
  * module that requires {@link IToolTerminalTracker}, added to this list.
  */
-const plugins: JupyterFrontEndPlugin<unknown>[] = [plugin];
+const plugins: JupyterFrontEndPlugin<unknown>[] = [plugin, observePlugin];
 
 export default plugins;
 
