@@ -25,6 +25,7 @@ import { Terminal } from '@jupyterlab/terminal';
 import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 
 import { requestAPI } from './api';
+import { TAB_CLASS } from './commands';
 import { ToolTerminalConnection } from './connection';
 import type { ISessionModel } from './tokens';
 import {
@@ -234,6 +235,17 @@ export const observePlugin: JupyterFrontEndPlugin<void> = {
       }
     });
 
+    // On the panel itself: its body's and its tab's context menus.
+    app.contextMenu.addItem({
+      command: ObserveCommandIDs.share,
+      selector: '.jp-ToolTerminal',
+      rank: 5
+    });
+    app.contextMenu.addItem({
+      command: ObserveCommandIDs.share,
+      selector: `.lm-DockPanel-tabBar .${TAB_CLASS}`,
+      rank: 13
+    });
     palette?.addItem({ command: ObserveCommandIDs.share, category });
     palette?.addItem({ command: ObserveCommandIDs.observe, category });
   }
