@@ -25,7 +25,6 @@ import { Terminal } from '@jupyterlab/terminal';
 import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 
 import { requestAPI } from './api';
-import { TAB_CLASS } from './commands';
 import { ToolTerminalConnection } from './connection';
 import type { ISessionModel } from './tokens';
 import {
@@ -243,7 +242,9 @@ export const observePlugin: JupyterFrontEndPlugin<void> = {
     });
     app.contextMenu.addItem({
       command: ObserveCommandIDs.share,
-      selector: `.lm-DockPanel-tabBar .${TAB_CLASS}`,
+      // TAB_CLASS of ./commands (this plugin module does not import it:
+      // jupyter/prefer-lazy-imports).
+      selector: '.lm-DockPanel-tabBar .jp-ToolTerminal-tab',
       rank: 13
     });
     palette?.addItem({ command: ObserveCommandIDs.share, category });
