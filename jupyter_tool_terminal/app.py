@@ -5,19 +5,23 @@ from __future__ import annotations
 import getpass
 import os
 
+from jupyter_core.paths import jupyter_data_dir
 from jupyter_server.auth.identity import IdentityProvider, User
 from jupyter_server.extension.application import ExtensionApp
-from traitlets import Bool, CaselessStrEnum, Dict, Float, Integer, Type, Unicode, default
+from traitlets import Bool, CaselessStrEnum, Dict, Float, Integer, List, Type, Unicode, default
 
 from .events import AuditLog
 from .handlers import (
     InstancesHandler,
+    ObserverHandler,
+    ObserversHandler,
     SessionHandler,
     SessionResetHandler,
     SessionsHandler,
     TerminalSocket,
 )
 from .manager import SessionManager
+from .recording import Recorder, Redactor
 from .runtime import RuntimeUnavailable, ToolRuntime
 from .runtime.docker import DockerRuntime
 from .runtime.local import LocalRuntime
@@ -43,12 +47,13 @@ class ToolTerminalApp(ExtensionApp):
         command, a non-empty list of strings; default ["/bin/sh"]), `startup_command` (a shell
         command run in the terminal before the shell; its `cd` and `export` carry over),
         `user` (the exec user; default the image's), `workdir` (an absolute path; for a local
-        instance taken relative to its root), `env`
-        (variables added to the terminal's environment), `icon` (an SVG string) and `cleanup`
-        ("session", the default: a session's end kills its own processes; "instance": when an
-        instance's last session ends, every process started since its first one is killed, as
-        root, including those no session can be told by). A tool type with an unknown key or a
-        bad value disables the extension with an error at start-up.""",
+        instance taken relative to its root), `env` (variables added to the terminal's
+        environment), `icon` (an SVG string), `record` (true: every session is recorded, see
+        `recording_dir`) and `cleanup` ("session", the default: a session's end kills its own
+        processes; "instance": when an instance's last session ends, every process started
+        since its first one is killed, as root, including those no session can be told by). A
+        tool type with an unknown key or a bad value disables the extension with an error at
+        start-up.""",
     ).tag(config=True)
 
     max_sessions_per_user = Integer(
@@ -71,10 +76,11 @@ class ToolTerminalApp(ExtensionApp):
     ).tag(config=True)
 
     disconnect_grace = Float(
-        0,
+        60,
         min=0,
         help="""Seconds a session survives after its last client disconnected, so that a page
-        reload can reconnect to it. 0 closes it at once.""",
+        reload (or a dropped network) can reconnect to it and find its shell and programs
+        still running. 0 closes it at once.""",
     ).tag(config=True)
 
     attach_timeout = Float(
@@ -110,9 +116,18 @@ class ToolTerminalApp(ExtensionApp):
 
     replay_buffer_size = Integer(
         64 * 1024,
+        min=1024,
+        help="""Characters of recent output each session keeps for its screen model (the
+        server-side picture of the terminal that a connecting client receives). Of a flood of
+        output only this much of the end is fed to the model: enough for the final screen and
+        its scrollback.""",
+    ).tag(config=True)
+
+    scrollback_lines = Integer(
+        500,
         min=0,
-        help="""Characters of recent output kept per session and sent to a client that
-        connects, so that its screen is not blank.""",
+        help="""Lines of scrollback each session's screen model keeps; a connecting client
+        receives them (at most 32 Ki characters of them) above the current screen.""",
     ).tag(config=True)
 
     max_message_size = Integer(
@@ -193,10 +208,50 @@ class ToolTerminalApp(ExtensionApp):
         `owner` for jupyter_server's own token/password provider, `username` for any other.""",
     ).tag(config=True)
 
+    recording_dir = Unicode(
+        help="""Directory for the recordings of tool types with `"record": true`: one asciicast
+        v2 file (*.cast, playable with `asciinema play`) per session, named after its owner,
+        instance, session id and start time, readable only by the server's user. Created if
+        missing. A session of a recorded tool type that cannot write its file does not start.
+        Default: `tool_terminal_recordings` in the Jupyter data directory.""",
+    ).tag(config=True)
+
+    recording_max_bytes = Integer(
+        50 * 1024 * 1024,
+        min=1024,
+        help="""Largest size of one recording file (bytes); the recording then stops with a
+        marker saying so, while the terminal goes on.""",
+    ).tag(config=True)
+
+    recording_input = Bool(
+        False,
+        help="""Whether recordings also contain what users type (asciicast "i" events),
+        redacted like the output. Off by default: keystrokes include passwords typed at
+        prompts that do not echo them.""",
+    ).tag(config=True)
+
+    redact_patterns = List(
+        Unicode(),
+        help="""Regular expressions (Python syntax) whose matches are replaced by [REDACTED]
+        in recordings, in addition to the built-in secret formats (cloud keys, GitHub and
+        other tokens, JWTs, password=... assignments). A named group `keep` stays readable
+        (e.g. `(?P<keep>PIN: )\\d+`). Each is applied to one line at a time.""",
+    ).tag(config=True)
+
+    redact_literals = List(
+        Unicode(),
+        help="""Strings replaced by [REDACTED] wherever they appear in recordings (for
+        example a deployment's shared demo password).""",
+    ).tag(config=True)
+
     #: The runtime that runs the shells (created at start-up unless a test or embedder set one).
     tool_runtime: ToolRuntime | None = None
     #: The registry of sessions; ``None`` while the extension is disabled by a config error.
     session_manager: SessionManager | None = None
+
+    @default("recording_dir")
+    def _default_recording_dir(self) -> str:
+        return os.path.join(jupyter_data_dir(), "tool_terminal_recordings")
 
     @default("owner")
     def _default_owner(self) -> str:
@@ -218,6 +273,11 @@ class ToolTerminalApp(ExtensionApp):
             return
         if not tool_types:
             self.log.warning("jupyter_tool_terminal: no tool types are configured")
+        try:
+            redactor = Redactor(self.redact_patterns, self.redact_literals)
+        except ValueError as error:
+            self.log.error("jupyter_tool_terminal is disabled: %s", error)  # noqa: TRY400 - no traceback: the message says it all
+            return
         if self.tool_runtime is None:
             self.tool_runtime = self._make_runtime(tool_types)
             if self.tool_runtime is None:
@@ -234,7 +294,15 @@ class ToolTerminalApp(ExtensionApp):
             max_clients_per_session=self.max_clients_per_session,
             max_clients_per_user=self.max_clients_per_user,
             input_limit=self.max_input_backlog,
+            scrollback_lines=self.scrollback_lines,
             log=self.log,
+            recorder=Recorder(
+                self.recording_dir,
+                max_bytes=self.recording_max_bytes,
+                redactor=redactor,
+                record_input=self.recording_input,
+                log=self.log,
+            ),
             audit=AuditLog(getattr(self.serverapp, "event_logger", None), self.log),
         )
 
@@ -301,6 +369,8 @@ class ToolTerminalApp(ExtensionApp):
                 (r"/tool-terminal/api/sessions", SessionsHandler),
                 (rf"/tool-terminal/api/sessions/{_ID}", SessionHandler),
                 (rf"/tool-terminal/api/sessions/{_ID}/reset", SessionResetHandler),
+                (rf"/tool-terminal/api/sessions/{_ID}/observers", ObserversHandler),
+                (rf"/tool-terminal/api/sessions/{_ID}/observers/{_ID}", ObserverHandler),
                 (rf"/tool-terminal/websocket/{_ID}", TerminalSocket),
             ]
         )

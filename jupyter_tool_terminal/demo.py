@@ -15,6 +15,7 @@ import getpass
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -93,11 +94,12 @@ def docker_engine() -> docker.DockerClient | None:
         client = docker.from_env(timeout=5)
         client.ping()
     except docker.errors.DockerException as error:
-        where = os.environ.get("DOCKER_HOST") or "/var/run/docker.sock"
+        where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
         print(
-            f"No Docker Engine answers at {where} ({type(error).__name__}): the demo runs two "
-            "LOCAL tool instances instead, working directories whose shells run as you on "
-            "this machine (not isolated).",
+            f"demo: no Docker Engine answers at {where} ({type(error).__name__}), so the demo "
+            "runs two LOCAL tool instances: working directories whose shells run as you on "
+            "this machine (not isolated). For containers, start Docker (bash scripts/engine.sh)"
+            " or point DOCKER_HOST at an engine.",
             flush=True,
         )
         return None
@@ -109,9 +111,44 @@ def local_demo_instances(folder: Path) -> dict[str, dict[str, str]]:
     return {f"demo-{tool}": {"tool": tool, "root": str(folder / tool)} for tool in DEMO_TOOL_TYPES}
 
 
+def run_jupyterlab(command: list[str]) -> int:
+    """Run JupyterLab until it exits; Ctrl-C (or SIGTERM) shuts it down cleanly.
+
+    JupyterLab runs in its own process group, so a Ctrl-C in the terminal reaches only the
+    demo, which then asks JupyterLab to stop with SIGTERM: no "Shut down this Jupyter server
+    (y/[n])?" prompt, and JupyterLab removes its runtime files as it stops.
+    """
+    process = subprocess.Popen(command, start_new_session=True)
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        return process.wait()
+    except KeyboardInterrupt:
+        print("\ndemo: stopping JupyterLab...", file=sys.stderr, flush=True)
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        return 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Create the demo instances, run JupyterLab, and clean up when it exits."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m jupyter_tool_terminal.demo",
+        description=(
+            "Start JupyterLab with two demo tool instances on the local Docker Engine. A"
+            " single-user laptop demo: it serves the current directory, with JupyterLab's own"
+            " terminals and kernels, to whoever holds the token it prints."
+        ),
+        epilog=(
+            "Every other argument goes to `jupyter lab` (for example --port=9999 or"
+            " --no-browser). The demo containers are removed when JupyterLab stops (Ctrl-C)."
+        ),
+    )
     parser.add_argument(
         "--image",
         default=os.environ.get("JTT_DEMO_IMAGE", DEFAULT_IMAGE),
@@ -155,9 +192,7 @@ def main(argv: list[str] | None = None) -> int:
             command = [sys.executable, "-m", "jupyterlab", f"--config={config}", *lab_args]
             if os.geteuid() == 0 and "--allow-root" not in lab_args:
                 command.append("--allow-root")
-            with contextlib.suppress(KeyboardInterrupt):
-                return subprocess.call(command)
-            return 0
+            return run_jupyterlab(command)
     finally:
         for container in containers:
             with contextlib.suppress(docker.errors.DockerException):

@@ -1,4 +1,4 @@
-"""Audit events: sessions opened, reset, closed and requests refused, through jupyter_events."""
+"""Audit events: sessions opened, reset, closed, shared and requests refused (jupyter_events)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,17 @@ if t.TYPE_CHECKING:
 SESSION_SCHEMA_ID = "https://events.jupyter.org/jupyter_tool_terminal/session/v1"
 SESSION_SCHEMA_PATH = Path(__file__).parent / "event_schemas" / "session" / "v1.yaml"
 
-_FIELDS = ("owner", "session_id", "instance", "tool", "reason", "exit_code", "status", "duration")
+_FIELDS = (
+    "owner",
+    "session_id",
+    "instance",
+    "tool",
+    "reason",
+    "exit_code",
+    "status",
+    "duration",
+    "observer",
+)
 
 
 class AuditLog:

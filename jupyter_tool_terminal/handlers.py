@@ -108,6 +108,23 @@ class ToolTerminalAPIHandler(ToolTerminalMixin, APIHandler):
         """Answer a refused request with its status and a JSON message."""
         raise web.HTTPError(error.status, error.message)
 
+    def body_string(self, key: str) -> str:
+        """The string ``key`` of the request's JSON object body; 400 for any other body."""
+        try:
+            body = _strict_json(self.request.body.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            body = None
+        if not isinstance(body, dict) or not isinstance(body.get(key), str):
+            raise web.HTTPError(400, f'The body must be a JSON object {{"{key}": "<{key}>"}}.')
+        return t.cast(str, body[key])
+
+    def _session(self, session_id: str) -> Session:
+        """The caller's own session ``session_id`` (else 403, as for one that does not exist)."""
+        try:
+            return self.tool_sessions.get_session(self.owner(), session_id)
+        except SessionError as error:
+            self.fail(error)
+
 
 class InstancesHandler(ToolTerminalAPIHandler):
     """``GET /tool-terminal/api/instances``: the caller's tool instances."""
@@ -129,27 +146,27 @@ class SessionsHandler(ToolTerminalAPIHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        """List the caller's sessions."""
-        sessions = self.tool_sessions.list_sessions(self.owner())
-        self.finish(json.dumps([session.model() for session in sessions]))
+        """List the caller's sessions, or (``?role=observer``) those shared with the caller."""
+        role = self.get_query_argument("role", "owner")
+        if role == "owner":
+            sessions = self.tool_sessions.list_sessions(self.owner())
+            self.finish(json.dumps([session.model() for session in sessions]))
+        elif role == "observer":
+            observed = self.tool_sessions.list_observed(self.owner())
+            self.finish(json.dumps([_observed_model(session) for session in observed]))
+        else:
+            raise web.HTTPError(400, 'role must be "owner" or "observer".')
 
     @web.authenticated
     @authorized
     async def post(self) -> None:
         """Create a session in one of the caller's instances."""
-        try:
-            body = _strict_json(self.request.body.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError, RecursionError):
-            body = None
-        if not isinstance(body, dict) or not isinstance(body.get("instance"), str):
-            raise web.HTTPError(400, 'The body must be a JSON object {"instance": "<id>"}.')
-        if valid_instance_id(body["instance"]):
-            self.requested_instance = body["instance"]
+        instance = self.body_string("instance")
+        if valid_instance_id(instance):
+            self.requested_instance = instance
         username = t.cast(User, self.current_user).username
         try:
-            session = await self.tool_sessions.create_session(
-                self.owner(), body["instance"], username
-            )
+            session = await self.tool_sessions.create_session(self.owner(), instance, username)
         except SessionError as error:
             self.fail(error)
         self.set_status(201)
@@ -162,12 +179,6 @@ class SessionsHandler(ToolTerminalAPIHandler):
 class OwnSessionHandler(ToolTerminalAPIHandler):
     """Base of the handlers of one of the caller's sessions (no methods of its own: each
     route answers only the methods it defines, anything else 405)."""
-
-    def _session(self, session_id: str) -> Session:
-        try:
-            return self.tool_sessions.get_session(self.owner(), session_id)
-        except SessionError as error:
-            self.fail(error)
 
 
 class SessionHandler(OwnSessionHandler):
@@ -187,6 +198,52 @@ class SessionHandler(OwnSessionHandler):
         await self.tool_sessions.close_session(session, "deleted")
         self.set_status(204)
         self.finish()
+
+
+class ObserversHandler(ToolTerminalAPIHandler):
+    """``GET``/``POST /tool-terminal/api/sessions/{id}/observers``: who may watch a session."""
+
+    @web.authenticated
+    @authorized
+    async def get(self, session_id: str) -> None:
+        """The users the caller's session is shared with (read-only)."""
+        self.finish(json.dumps(list(self._session(session_id).observers)))
+
+    @web.authenticated
+    @authorized
+    async def post(self, session_id: str) -> None:
+        """Share the caller's session read-only with ``{"user": NAME}``."""
+        session = self._session(session_id)
+        user = self.body_string("user")
+        username = t.cast(User, self.current_user).username
+        try:
+            self.tool_sessions.grant(session, user, username)
+        except SessionError as error:
+            self.fail(error)
+        self.set_status(201)
+        self.finish(json.dumps(list(session.observers)))
+
+
+class ObserverHandler(ToolTerminalAPIHandler):
+    """``DELETE /tool-terminal/api/sessions/{id}/observers/{user}``: stop sharing."""
+
+    @web.authenticated
+    @authorized
+    async def delete(self, session_id: str, user: str) -> None:
+        """Revoke ``user``'s view; their connections close at once."""
+        session = self._session(session_id)
+        username = t.cast(User, self.current_user).username
+        try:
+            self.tool_sessions.revoke(session, user, username)
+        except SessionError as error:
+            self.fail(error)
+        self.set_status(204)
+        self.finish()
+
+
+def _observed_model(session: Session) -> dict[str, t.Any]:
+    """A session as an observer sees it listed: whose it is, and that it is read-only."""
+    return {**session.model(), "owner": session.owner, "role": "observer"}
 
 
 class SessionResetHandler(OwnSessionHandler):
@@ -210,6 +267,10 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
     auth_resource = AUTH_RESOURCE
     session: Session | None = None
     size: tuple[int, int] | None = None
+    #: Who connected, as the session knows them (owner label value or observer name).
+    principal = ""
+    #: Whether this connection only watches (the session was shared with its user).
+    observer = False
     _recheck: PeriodicCallback | None = None
     #: Who connected (the audit names them even once their credentials are gone).
     _username = ""
@@ -256,14 +317,15 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
         self._owner = owner
         session_id = args[0] if args else ""
         try:
-            self.session = self.tool_sessions.get_session(owner, session_id)
+            self.session, self.observer = self.tool_sessions.get_viewable(owner, session_id)
             self.tool_sessions.check_client_slot(self.session, owner)
         except SessionError as error:
             raise web.HTTPError(error.status, error.message) from None
+        self.principal = owner
         await super().get(*args, **kwargs)
 
-    def open(self, *args: t.Any, **kwargs: t.Any) -> None:
-        """Attach to the session: ``setup``, recent output, then live output."""
+    async def open(self, *args: t.Any, **kwargs: t.Any) -> None:
+        """Attach to the session: ``setup``, the current screen, then live output."""
         self.set_nodelay(True)
         session = self.session
         if session is None or session.ended:
@@ -278,9 +340,9 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
             self._error(error.message)
             self.close(1013, "Too many connections")
             return
-        self.tool_sessions.client_attached(session, self._owner)
+        self.tool_sessions.client_attached(session, self._owner, observer=self.observer)
         self._attached = True
-        session.attach(self)
+        await session.attach(self)
         interval = self.tool_app.auth_recheck_interval
         if interval > 0 and self.identity_provider.auth_enabled:
             self._recheck = PeriodicCallback(self._check_access, interval * 1000)
@@ -334,7 +396,10 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
         if not isinstance(user, User):
             return False
         self._jupyter_current_user = user
-        return await self._executing_owner(user) == session.owner
+        principal = await self._executing_owner(user)
+        if self.observer:
+            return principal == self.principal and principal in session.observers
+        return principal == session.owner
 
     def send_frame(self, frame: str | bytes) -> t.Awaitable[None] | None:
         """Send one text frame (``bytes`` already UTF-8 encoded, as a session's broadcast is,
@@ -368,25 +433,33 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
             self._error('Malformed frame: expected a JSON list like ["stdin", "text"].')
             return
         kind = command[0]
-        if kind == "stdin":
-            if len(command) < 2 or not isinstance(command[1], str):
-                self._error('Malformed frame: expected ["stdin", "text"].')
-                return
-            if not session.write(command[1]):
-                self._error(
-                    "Input not sent: the program in the terminal is not reading its input "
-                    f"and {session.input_backlog // 1024} KiB are already waiting for it. "
-                    "Wait for it, or reset the terminal."
-                )
+        if self.observer and kind in ("stdin", "set_size"):
+            self._error("This terminal is shared with you read-only: you cannot type or resize.")
+        elif kind == "stdin":
+            self._stdin(session, command)
         elif kind == "set_size":
-            rows, cols = [*command[1:3], None, None][:2]
-            if not all(_is_size(value) for value in (rows, cols)):
-                self._error('Malformed frame: expected ["set_size", rows, cols] with integers.')
-                return
-            self.size = clamp_size(int(rows), int(cols))
-            session.resize_requested()
+            self._set_size(session, command)
         else:
             self.log.debug("Ignoring tool terminal message of unknown type")
+
+    def _stdin(self, session: Session, command: list[t.Any]) -> None:
+        if len(command) < 2 or not isinstance(command[1], str):
+            self._error('Malformed frame: expected ["stdin", "text"].')
+            return
+        if not session.write(command[1]):
+            self._error(
+                "Input not sent: the program in the terminal is not reading its input "
+                f"and {session.input_backlog // 1024} KiB are already waiting for it. "
+                "Wait for it, or reset the terminal."
+            )
+
+    def _set_size(self, session: Session, command: list[t.Any]) -> None:
+        rows, cols = [*command[1:3], None, None][:2]
+        if not all(_is_size(value) for value in (rows, cols)):
+            self._error('Malformed frame: expected ["set_size", rows, cols] with integers.')
+            return
+        self.size = clamp_size(int(rows), int(cols))
+        session.resize_requested()
 
     def on_close(self) -> None:
         """Detach; the last client leaving ends the session."""

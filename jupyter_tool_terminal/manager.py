@@ -11,6 +11,7 @@ import time
 import typing as t
 
 from .events import AuditLog
+from .recording import Recorder, RecordingError
 from .runtime import RuntimeUnavailable, ToolRuntime
 from .session import Session
 from .tooltypes import ToolType
@@ -22,6 +23,11 @@ INSTANCE_ID = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}")
 SHUTTING_DOWN = "The server is shutting down; it opens no new tool terminals."
 #: Session ids are ``secrets.token_urlsafe(24)``.
 SESSION_ID = re.compile(r"[A-Za-z0-9_-]{32}")
+#: A user name an owner may grant a view to: what Jupyter and JupyterHub user names look like
+#: (no whitespace, no control characters, no '/', which could not be revoked by URL).
+USER_NAME = re.compile(r"[^\s/\x00-\x1f\x7f]{1,128}")
+#: Observers one session may have at once.
+MAX_OBSERVERS = 16
 
 
 class SessionError(Exception):
@@ -44,6 +50,24 @@ class NotRunning(SessionError):
     """The tool instance exists and is the caller's, but its container is not running."""
 
     status = 409
+
+
+class Conflict(SessionError):
+    """The request contradicts the current state (a grant that already exists)."""
+
+    status = 409
+
+
+class NotFound(SessionError):
+    """A sub-resource of the caller's own session does not exist (an observer not granted)."""
+
+    status = 404
+
+
+class RecordingFailed(SessionError):
+    """The tool type records its sessions and the recording cannot be written."""
+
+    status = 500
 
 
 class LimitReached(SessionError):
@@ -92,7 +116,9 @@ class SessionManager:
         max_clients_per_user: int = 32,
         input_limit: int = 1024 * 1024,
         log: logging.Logger,
+        scrollback_lines: int = 500,
         audit: AuditLog | None = None,
+        recorder: Recorder | None = None,
     ) -> None:
         self.runtime = runtime
         self.tool_types = dict(tool_types)
@@ -105,10 +131,13 @@ class SessionManager:
         self.max_clients_per_session = max_clients_per_session
         self.max_clients_per_user = max_clients_per_user
         self.input_limit = input_limit
+        self.scrollback_lines = scrollback_lines
         # Open WebSocket connections per user (the owner name they act as).
         self._clients_by_user: collections.Counter[str] = collections.Counter()
         self.log = log
         self.audit = audit or AuditLog(None, log)
+        #: Starts the recordings of tool types that record (``None``: recording unavailable).
+        self.recorder = recorder
         self.sessions: dict[str, Session] = {}
         # Slots taken by sessions still starting, so that limits hold under concurrency.
         self._starting: dict[str, int] = {}
@@ -145,6 +174,56 @@ class SessionManager:
             msg = "No such session for this user."
             raise NotPermitted(msg)
         return session
+
+    def get_viewable(self, principal: str, session_id: t.Any) -> tuple[Session, bool]:
+        """The session ``session_id`` if ``principal`` owns or observes it, and whether it
+        only observes; :class:`NotPermitted` (as for a session that does not exist) else."""
+        session = self.sessions.get(session_id) if valid_session_id(session_id) else None
+        if session is not None and not session.ended:
+            if session.owner == principal:
+                return session, False
+            if principal in session.observers:
+                return session, True
+        msg = "No such session for this user."
+        raise NotPermitted(msg)
+
+    def list_observed(self, principal: str) -> list[Session]:
+        """Sessions of other users that ``principal`` was granted a view of."""
+        return [
+            session
+            for session in self.sessions.values()
+            if principal in session.observers and not session.ended
+        ]
+
+    # -- observers ----------------------------------------------------------------------------
+
+    def grant(self, session: Session, user: t.Any, username: str) -> None:
+        """Let ``user`` watch ``session`` read-only (``username`` is the granting owner's)."""
+        if not isinstance(user, str) or not USER_NAME.fullmatch(user):
+            msg = "The user must be a user name (1-128 characters, no spaces or '/')."
+            raise SessionError(msg)
+        if user == session.owner:
+            msg = "You cannot share a terminal with yourself."
+            raise SessionError(msg)
+        if user in session.observers:
+            msg = f"The terminal is already shared with {user}."
+            raise Conflict(msg)
+        if len(session.observers) >= MAX_OBSERVERS:
+            msg = f"A terminal can be shared with at most {MAX_OBSERVERS} users."
+            raise LimitReached(msg)
+        session.observers.append(user)
+        self.log.info("Tool terminal %s shared read-only with %s", session.id[:8], user)
+        self._audit("grant", session, username=username, observer=user)
+
+    def revoke(self, session: Session, user: str, username: str) -> None:
+        """Stop sharing ``session`` with ``user``; its connections close at once."""
+        if user not in session.observers:
+            msg = f"The terminal is not shared with {user}."
+            raise NotFound(msg)
+        session.observers.remove(user)
+        session.end_observer(user)
+        self.log.info("Tool terminal %s no longer shared with %s", session.id[:8], user)
+        self._audit("revoke", session, username=username, observer=user)
 
     async def list_instances(self, owner: str) -> list[dict[str, t.Any]]:
         """The caller's tool instances whose tool type is configured."""
@@ -227,9 +306,12 @@ class SessionManager:
                 runtime=self.runtime,
                 replay_limit=self.replay_limit,
                 input_limit=self.input_limit,
+                scrollback_lines=self.scrollback_lines,
                 on_ended=self._session_ended,
                 log=self.log,
             )
+            if tool.record:
+                await self._start_recording(session)
             try:
                 await session.start()
             except BaseException as error:
@@ -257,10 +339,28 @@ class SessionManager:
         self._audit("open", session, duration=time.monotonic() - started)
         return session
 
-    def _audit(self, action: str, session: Session, **fields: t.Any) -> None:
+    async def _start_recording(self, session: Session) -> None:
+        if self.recorder is None:
+            msg = "This tool type records its terminals, and recording is not available."
+            raise RecordingFailed(msg)
+        try:
+            session.recording = await asyncio.to_thread(
+                self.recorder.start,
+                owner=session.owner,
+                instance=session.instance.id,
+                session_id=session.id,
+                title=f"{session.tool.display_name}: {session.instance.id}",
+                shell=session.tool.shell[0],
+            )
+        except RecordingError as error:
+            raise RecordingFailed(str(error)) from error
+
+    def _audit(
+        self, action: str, session: Session, username: str | None = None, **fields: t.Any
+    ) -> None:
         self.audit.emit(
             action,
-            session.username,
+            session.username if username is None else username,
             owner=session.owner,
             session_id=session.id,
             instance=session.instance.id,
@@ -292,7 +392,8 @@ class SessionManager:
 
     def check_client_slot(self, session: Session, user: str) -> None:
         """Raise :class:`LimitReached` if ``user`` may not open another connection to
-        ``session`` (checked before the upgrade, and again when it attaches)."""
+        ``session`` (checked before the upgrade, and again when it attaches). Observers'
+        connections count like the owner's."""
         if len(session.clients) >= self.max_clients_per_session:
             msg = (
                 f"This terminal already has {self.max_clients_per_session} connections; "
@@ -305,18 +406,20 @@ class SessionManager:
             )
             raise LimitReached(msg)
 
-    def client_attached(self, session: Session, user: str) -> None:
+    def client_attached(self, session: Session, user: str, observer: bool = False) -> None:
         """A client of ``user`` connected (its slot checked): the session no longer waits to
-        be closed."""
+        be closed. Observers do not keep a session alive: it belongs to its owner."""
         self._clients_by_user[user] += 1
-        self._disarm_timer(session)
+        if not observer:
+            self._disarm_timer(session)
 
     def client_detached(self, session: Session, user: str) -> None:
-        """A client disconnected: the last one leaving ends the session (after the grace)."""
+        """A client disconnected: the owner's last one leaving ends the session (after the
+        grace), whether or not observers still watch."""
         self._clients_by_user[user] -= 1
         if self._clients_by_user[user] <= 0:
             del self._clients_by_user[user]
-        if not session.clients and not session.ended:
+        if not session.owner_attached and not session.ended:
             self._arm_timer(session, self.disconnect_grace, "last client disconnected")
 
     async def reset_session(self, session: Session) -> None:

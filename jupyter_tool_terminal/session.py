@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import codecs
-import collections
 import contextlib
 import datetime
 import json
@@ -13,7 +12,9 @@ import secrets
 import time
 import typing as t
 
+from .recording import Recording
 from .runtime import Instance, ShellChannel, ToolRuntime
+from .screen import ScreenModel
 from .tooltypes import ToolType
 
 #: Terminal size bounds: anything a client sends is clamped into these.
@@ -39,6 +40,10 @@ class TerminalClient(t.Protocol):
 
     #: The client's last requested terminal size (rows, cols), if it sent one.
     size: tuple[int, int] | None
+    #: Who connected (the owner label value, or an observer's name).
+    principal: str
+    #: Whether it only watches (an observer: no input, no resize).
+    observer: bool
 
     def send_frame(self, frame: str | bytes) -> t.Awaitable[None] | None:
         """Send one JSON text frame (``bytes``: already UTF-8 encoded); the awaitable resolves
@@ -79,6 +84,7 @@ class Session:
         runtime: ToolRuntime,
         replay_limit: int,
         input_limit: int = 1024 * 1024,
+        scrollback_lines: int = 500,
         on_ended: t.Callable[[Session, str, int | None], None],
         log: logging.Logger,
     ) -> None:
@@ -93,11 +99,16 @@ class Session:
         #: Monotonic time of the last input or output, for the idle timeout.
         self.created_monotonic = self.last_activity_monotonic = time.monotonic()
         self.clients: list[TerminalClient] = []
+        #: Users the owner granted a read-only view, in the order granted.
+        self.observers: list[str] = []
+        #: Clients waiting for their screen snapshot (they get live output after it).
+        self._attaching: list[TerminalClient] = []
         self.ended = False
         self._runtime = runtime
-        self._replay: collections.deque[str] = collections.deque()
-        self._replay_size = 0
-        self._replay_limit = replay_limit
+        #: The session's recording, if its tool type records (set before it starts).
+        self.recording: Recording | None = None
+        #: What the terminal shows, for clients that attach later (a reload, an observer).
+        self.screen = ScreenModel(scrollback_lines=scrollback_lines, lookback=replay_limit)
         self._on_ended = on_ended
         self._log = log
         self._channel: ShellChannel | None = None
@@ -123,7 +134,7 @@ class Session:
             "tool": self.tool.name,
             "created": _isoformat(self.created),
             "last_activity": _isoformat(self.last_activity),
-            "clients": len(self.clients),
+            "clients": len(self.clients) + len(self._attaching),
         }
 
     def _touch(self) -> None:
@@ -163,8 +174,8 @@ class Session:
             if self.ended:
                 return
             await self._stop_shell()
-            self._replay.clear()
-            self._replay_size = 0
+            # The screen model stays: attached clients keep their screen and see the new
+            # shell's output on it, and a client attaching later sees the same.
             await self._spawn()
             if self.clients:
                 self._schedule_resize()
@@ -178,10 +189,26 @@ class Session:
             self._on_ended(self, reason, None)
             await self._stop_shell()
             self._disconnect_clients()
+            await self._end_recording()
+
+    @property
+    def owner_attached(self) -> bool:
+        """Whether a client of the owner (not only observers) is connected."""
+        return any(not client.observer for client in self.clients + self._attaching)
+
+    def end_observer(self, principal: str) -> None:
+        """Close every connection of observer ``principal`` at once (its grant was revoked)."""
+        for client in [*self.clients, *self._attaching]:
+            if client.observer and client.principal == principal:
+                self.detach(client)
+                client.send_frame(json.dumps(["error", "The owner stopped sharing this terminal."]))
+                client.end(1008, "No longer shared")
 
     def _disconnect_clients(self, code: int | None = None, reason: str | None = None) -> None:
         self._broadcast(["disconnect", 1])
-        clients, self.clients = self.clients, []
+        self.screen.close()
+        clients, self.clients = self.clients + self._attaching, []
+        self._attaching = []
         for client in clients:
             client.end(code, reason)
 
@@ -196,17 +223,6 @@ class Session:
             if future is not None:
                 pending.append(future)
         return pending
-
-    def _remember(self, text: str) -> None:
-        self._replay.append(text)
-        self._replay_size += len(text)
-        while self._replay_size > self._replay_limit and len(self._replay) > 1:
-            self._replay_size -= len(self._replay.popleft())
-        if self._replay_size > self._replay_limit:
-            # One chunk larger than the whole buffer: keep its end.
-            kept = self._replay.pop()[-self._replay_limit :] if self._replay_limit else ""
-            self._replay.append(kept)
-            self._replay_size = len(kept)
 
     async def _pump(self, channel: ShellChannel) -> None:
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -242,7 +258,9 @@ class Session:
                 in_flight = []
                 if text:
                     self._touch()
-                    self._remember(text)
+                    self.screen.feed(text)
+                    if self.recording is not None:
+                        self.recording.output(text)
                     in_flight = self._broadcast(["stdout", text])
                 if not data:
                     break
@@ -268,18 +286,34 @@ class Session:
                 self._broadcast(["exit", code])
             await self._stop_shell()
             self._disconnect_clients()
+            await self._end_recording()
+
+    async def _end_recording(self) -> None:
+        recording, self.recording = self.recording, None
+        if recording is not None:
+            await asyncio.wrap_future(recording.close())
 
     # -- clients ------------------------------------------------------------------------------
 
-    def attach(self, client: TerminalClient) -> None:
-        """Add a client: it gets ``setup`` and the recent output, then everything live."""
-        self.clients.append(client)
+    async def attach(self, client: TerminalClient) -> None:
+        """Add a client: it gets ``setup`` and the current screen, then everything live."""
+        self._attaching.append(client)
         client.send_frame(json.dumps(["setup", {}]))
-        if self._replay:
-            client.send_frame(json.dumps(["stdout", "".join(self._replay)], ensure_ascii=False))
+        screen = await self.screen.snapshot()
+        # No await from here on: output that came after the snapshot goes to this client live.
+        if client not in self._attaching:
+            return  # it left (or the session ended) meanwhile
+        self._attaching.remove(client)
+        if screen:
+            client.send_frame(json.dumps(["stdout", screen], ensure_ascii=False))
+        self.clients.append(client)
+        if client.size is not None:
+            self._schedule_resize()
 
     def detach(self, client: TerminalClient) -> None:
         """Remove a client (its connection closed)."""
+        with contextlib.suppress(ValueError):
+            self._attaching.remove(client)
         with contextlib.suppress(ValueError):
             self.clients.remove(client)
         if client.size is not None and self.clients:
@@ -300,6 +334,8 @@ class Session:
             return False
         data = text.encode("utf-8", errors="replace")
         self._touch()
+        if self.recording is not None:
+            self.recording.input(text)
         self._input.append(data)
         self._input_size += len(data)
         if self._input_task is None or self._input_task.done():
@@ -346,4 +382,7 @@ class Session:
             except Exception as error:  # noqa: BLE001 - a shell that just ended cannot be resized
                 self._log.debug("Resize failed: %s", type(error).__name__)
                 return
+            self.screen.resize(*wanted)
+            if self.recording is not None:
+                self.recording.resize(*wanted)
             applied = wanted

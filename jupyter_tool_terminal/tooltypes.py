@@ -16,6 +16,7 @@ TOOL_TYPE_KEYS: dict[str, str] = {
     "env": "a mapping of variable names to strings",
     "icon": "an SVG document as a string",
     "cleanup": '"session" or "instance"',
+    "record": "true or false",
 }
 
 #: What a session's end kills: its own processes (found by tag, terminal session and parent),
@@ -48,6 +49,8 @@ class ToolType:
     icon: str | None = None
     #: One of :data:`CLEANUP_MODES`.
     cleanup: str = "session"
+    #: Whether each session is recorded (asciicast v2, redacted) in the recording directory.
+    record: bool = False
 
     def public_model(self) -> dict[str, t.Any]:
         """Return what a client may know of this tool type (nothing that says how it runs)."""
@@ -121,9 +124,13 @@ def parse_tool_type(name: t.Any, spec: t.Any) -> ToolType:
     cleanup = spec.get("cleanup", "session")
     if cleanup not in CLEANUP_MODES:
         _fail(name, f"'cleanup' must be {TOOL_TYPE_KEYS['cleanup']}, not {cleanup!r}")
+    record = spec.get("record", False)
+    if not isinstance(record, bool):
+        _fail(name, f"'record' must be {TOOL_TYPE_KEYS['record']}, not {record!r}")
 
     return ToolType(
         name=name,
+        record=record,
         display_name=_optional_string(name, spec, "display_name") or name,
         shell=tuple(shell),
         startup_command=_optional_string(name, spec, "startup_command"),

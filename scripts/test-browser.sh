@@ -5,12 +5,15 @@
 # (with jupyter-tool-terminal, under a JupyterHub-like prefix /user/<owner>/,
 # token auth), then drives Debian's chromium with Playwright (ui-tests/):
 # launcher tile -> terminal -> `echo $((6*7))` -> 42 -> resize -> stty size
-# -> exit code -> new session -> reset -> close -> shell gone from docker top.
-# Saves docs/launcher.png and docs/terminal.png. Every container and server
-# it started is removed on exit, failure included.
+# -> exit code -> new session -> reset -> close -> shell gone from docker top;
+# a reload reattaches to the same shell. It writes only below a temporary
+# directory (README pictures come from scripts/screenshots.sh). Every
+# container and server it started is removed on exit, failure included.
+#
+# Arguments go to `playwright test` (e.g. tests/reload.spec.ts to run one spec).
 #
 # Assumes: chromium at /usr/bin/chromium (or E2E_CHROMIUM), dockerd running,
-# the Python package installed (`pip install -e .` or the wheel), Node and
+# the Python package installed (scripts/setup.sh, or the wheel), Node and
 # jlpm, and the image jupyter-tool-terminal-test:latest (built with
 # scripts/build-test-image.sh when missing).
 set -euo pipefail
@@ -27,19 +30,26 @@ other_container="jtt-e2e-other-$suffix"
 
 work=$(mktemp -d /tmp/jtt-e2e.XXXXXX)
 server_pid=""
+no_engine_pid=""
 containers=()
+
+stop_server() {
+  local pid=$1
+  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+    kill -TERM "$pid" 2>/dev/null
+    for _ in $(seq 1 50); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.2
+    done
+    kill -KILL "$pid" 2>/dev/null
+  fi
+}
 
 cleanup() {
   local rc=$?
   set +e
-  if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-    kill -TERM "$server_pid" 2>/dev/null
-    for _ in $(seq 1 50); do
-      kill -0 "$server_pid" 2>/dev/null || break
-      sleep 0.2
-    done
-    kill -KILL "$server_pid" 2>/dev/null
-  fi
+  stop_server "$server_pid"
+  stop_server "$no_engine_pid"
   for name in "${containers[@]}"; do
     docker rm -f "$name" >/dev/null 2>&1
   done
@@ -59,7 +69,7 @@ step "prerequisites"
 [ -x "$chromium" ] || { echo "chromium not found at $chromium" >&2; exit 1; }
 docker info >/dev/null || { echo "the Docker Engine does not answer" >&2; exit 1; }
 python -c "import jupyter_tool_terminal" || {
-  echo "install the package first: pip install -e ." >&2
+  echo "install the package first: bash scripts/setup.sh (or pip install the wheel)" >&2
   exit 1
 }
 if ! docker image inspect "$image" >/dev/null 2>&1; then
@@ -121,6 +131,8 @@ c.LabApp.check_for_updates_class = "jupyterlab.NeverCheckForUpdate"
 c.LabServerApp.workspaces_dir = "$work/workspaces"
 c.LabServerApp.user_settings_dir = "$work/settings"
 c.ToolTerminalApp.owner = "$owner"
+# A reload reattaches within this grace (set here, whatever the default is).
+c.ToolTerminalApp.disconnect_grace = 60
 c.ToolTerminalApp.tool_types = {
     "$tool": {
         "display_name": "$display_name",
@@ -158,13 +170,36 @@ curl -fsS -H "Authorization: token $token" "${base_url}lab/api/extensions" | gre
   exit 1
 }
 
+step "JupyterLab whose server reaches no engine"
+# The same configuration, with DOCKER_HOST on a socket nobody serves: the
+# extension answers 503 with its message, which the UI must show.
+no_engine_port=$(python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+(
+  cd "$work/root"
+  export JUPYTER_CONFIG_DIR="$work/config" JUPYTER_RUNTIME_DIR="$work/runtime" \
+    JUPYTER_PATH="$work/data" JUPYTERLAB_SETTINGS_DIR="$work/settings" \
+    JUPYTERLAB_WORKSPACES_DIR="$work/workspaces" JUPYTER_PLATFORM_DIRS=1 \
+    DOCKER_HOST="unix://$work/no-engine.sock"
+  exec jupyter lab --config="$work/config/jupyter_server_config.py" --port="$no_engine_port" \
+    --ToolTerminalApp.runtime=docker
+) >"$work/jupyter-no-engine.log" 2>&1 &
+no_engine_pid=$!
+no_engine_url="http://127.0.0.1:$no_engine_port$base_path"
+for _ in $(seq 1 120); do
+  code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: token $token" "${no_engine_url}tool-terminal/api/instances" || true)
+  [ "$code" = 503 ] && break
+  kill -0 "$no_engine_pid" 2>/dev/null || { echo "JupyterLab (no engine) exited" >&2; exit 1; }
+  sleep 0.5
+done
+[ "$code" = 503 ] || { echo "expected 503 without an engine, got $code" >&2; exit 1; }
+
 step "ui-tests (Playwright + $chromium)"
-mkdir -p "$repo/docs"
 cd "$repo/ui-tests"
 PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 jlpm install --immutable
 E2E_BASE_URL="$base_url" E2E_TOKEN="$token" E2E_CONTAINER="$container" \
   E2E_OTHER_CONTAINER="$other_container" E2E_DISPLAY_NAME="$display_name" \
-  E2E_BANNER="$banner" E2E_DOCS_DIR="$repo/docs" E2E_CHROMIUM="$chromium" \
-  jlpm playwright test
+  E2E_NO_ENGINE_URL="$no_engine_url" E2E_BANNER="$banner" E2E_IMAGE="$image" E2E_OWNER="$owner" E2E_TOOL="$tool" \
+  E2E_CHROMIUM="$chromium" E2E_OUTPUT_DIR="${E2E_OUTPUT_DIR:-/tmp/jtt-e2e-results}" \
+  jlpm playwright test "$@"
 echo
 echo "browser end-to-end test passed"

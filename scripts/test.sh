@@ -2,6 +2,8 @@
 # Runs every check of jupyter-tool-terminal, as CI does: set-up, Python lint/format/types,
 # pytest against the real Docker Engine, the frontend's typecheck/lint/unit tests, the
 # real-browser end-to-end test in Debian's chromium, and the benchmark's quick mode.
+# Every stage runs, whatever the others did; a table at the end says how each went and how
+# long it took, and the exit status is non-zero when any failed.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -17,36 +19,56 @@ if [ "$engine_was_up" = no ]; then
   trap 'pkill -TERM -x dockerd || true' EXIT
 fi
 
-step "ruff check"
-ruff check .
-step "ruff format --check"
-ruff format --check .
-step "mypy (strict)"
-mypy
-step "pytest (real Docker Engine, real jupyter_server)"
-# CI owns its engine, so the test that restarts dockerd mid-session runs there.
-if [ "${CI:-}" = true ] && [ "$(id -u)" = 0 ]; then export JTT_TEST_RESTART_DOCKERD=1; fi
-python -m pytest -q
+# One stage: a name and a command (or a function). It runs even when an earlier one failed.
+results=()
+failed=0
+stage() {
+  local name=$1 started=$SECONDS result=passed
+  shift
+  step "$name"
+  # A function stage chains its commands with && (set -e does not hold inside an `if`).
+  if ! "$@"; then
+    result=FAILED
+    failed=1
+  fi
+  results+=("$(printf '%-52s %-7s %6ss' "$name" "$result" $((SECONDS - started)))")
+}
 
-step "frontend: typecheck, lint, unit tests"
-bash scripts/test-frontend.sh
+pytest_stage() {
+  # CI owns its engine, so the test that restarts dockerd mid-session runs there.
+  if [ "${CI:-}" = true ] && [ "$(id -u)" = 0 ]; then export JTT_TEST_RESTART_DOCKERD=1; fi
+  python -m pytest -q
+}
+extensions_enabled() {
+  jupyter server extension list 2>&1 | tee /tmp/jtt-server-extensions.txt | grep -i "jupyter_tool_terminal.*OK" &&
+    jupyter labextension list 2>&1 | tee /tmp/jtt-labextensions.txt | grep -i "jupyter-tool-terminal.*OK"
+}
+browser_stage() {
+  if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    echo "installing Debian's chromium for the browser test"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null || return 1
+  fi
+  bash scripts/test-browser.sh
+}
 
-step "packaging: server and lab extensions enabled and OK"
-jupyter server extension list 2>&1 | tee /tmp/jtt-server-extensions.txt | grep -i "jupyter_tool_terminal.*OK"
-jupyter labextension list 2>&1 | tee /tmp/jtt-labextensions.txt | grep -i "jupyter-tool-terminal.*OK"
-step "packaging: the wheel, installed into a fresh environment"
-bash scripts/check-wheel.sh
-
-if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
-  step "installing Debian's chromium for the browser test"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
-fi
-step "browser end-to-end test (Debian chromium)"
-bash scripts/test-browser.sh
-step "Binder demo: binder/ in a fresh environment, no Docker, contract and browser"; bash scripts/test-binder.sh
-
-step "benchmark, quick mode (checks that every measurement path works)"
-python benchmarks/run.py --quick
+set +e
+stage "ruff check" ruff check .
+stage "ruff format --check" ruff format --check .
+stage "mypy (strict)" mypy
+stage "pytest (real Docker Engine, real jupyter_server)" pytest_stage
+stage "frontend: typecheck, lint, unit tests" bash scripts/test-frontend.sh
+stage "packaging: server and lab extensions enabled and OK" extensions_enabled
+stage "packaging: the wheel, installed into a fresh environment" bash scripts/check-wheel.sh
+stage "browser end-to-end test (Debian chromium)" browser_stage
+stage "Binder demo: binder/ in a fresh environment, no Docker, contract and browser" bash scripts/test-binder.sh
+stage "benchmark, quick mode (every measurement path works)" python benchmarks/run.py --quick
 
 echo
+printf '%-52s %-7s %7s\n' stage result time
+printf '%s\n' "${results[@]}"
+echo
+if [ "$failed" -ne 0 ]; then
+  echo "some checks FAILED"
+  exit 1
+fi
 echo "all checks passed"

@@ -378,8 +378,20 @@ def extension_config() -> dict[str, t.Any]:
 
 
 @pytest.fixture
+def suite_defaults() -> dict[str, t.Any]:
+    """ToolTerminalApp settings of the whole suite, under each test's ``extension_config``.
+
+    A session ends as soon as its last client leaves (``disconnect_grace = 0``), which most
+    lifecycle tests are about; the product default (60 s) has its own tests, which override
+    this fixture.
+    """
+    return {"disconnect_grace": 0}
+
+
+@pytest.fixture
 def jp_server_config(
     tool_types: dict[str, t.Any],
+    suite_defaults: dict[str, t.Any],
     runtime_config: dict[str, t.Any],
     extension_config: dict[str, t.Any],
 ) -> Config:
@@ -389,7 +401,12 @@ def jp_server_config(
                 "jpserver_extensions": {"jupyter_tool_terminal": True},
                 "identity_provider_class": TwoUserIdentityProvider,
             },
-            "ToolTerminalApp": {"tool_types": tool_types, **runtime_config, **extension_config},
+            "ToolTerminalApp": {
+                "tool_types": tool_types,
+                **suite_defaults,
+                **runtime_config,
+                **extension_config,
+            },
         }
     )
 
@@ -411,23 +428,31 @@ class Api:
         self._ws_fetch = ws_fetch
         self.headers = headers
 
-    async def _request(self, method: str, *path: str, body: t.Any = None) -> t.Any:
+    async def _request(
+        self, method: str, *path: str, body: t.Any = None, params: dict[str, str] | None = None
+    ) -> t.Any:
         kwargs: dict[str, t.Any] = {"method": method, "headers": self.headers}
         if body is not None:
             kwargs["body"] = body if isinstance(body, str | bytes) else json.dumps(body)
         elif method in ("POST", "PUT", "PATCH"):
             kwargs["body"] = b""
+        if params:
+            kwargs["params"] = params
         return await self._fetch("tool-terminal", "api", *path, **kwargs)
 
-    async def call(self, method: str, *path: str, body: t.Any = None) -> t.Any:
+    async def call(
+        self, method: str, *path: str, body: t.Any = None, params: dict[str, str] | None = None
+    ) -> t.Any:
         """The JSON body of a successful request (raises on 4xx/5xx)."""
-        response = await self._request(method, *path, body=body)
+        response = await self._request(method, *path, body=body, params=params)
         return json.loads(response.body) if response.body else None
 
-    async def status(self, method: str, *path: str, body: t.Any = None) -> tuple[int, t.Any]:
+    async def status(
+        self, method: str, *path: str, body: t.Any = None, params: dict[str, str] | None = None
+    ) -> tuple[int, t.Any]:
         """(status, JSON body) without raising on 4xx: the real status, 201 and 204 included."""
         try:
-            response = await self._request(method, *path, body=body)
+            response = await self._request(method, *path, body=body, params=params)
             return response.code, json.loads(response.body) if response.body else None
         except HTTPClientError as error:
             text = (error.response.body if error.response else None) or b"{}"

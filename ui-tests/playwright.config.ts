@@ -19,7 +19,8 @@ export default defineConfig({
   workers: 1,
   retries: 0,
   reporter: [['list']],
-  outputDir: './test-results',
+  // Traces and failure screenshots, outside the checkout when the script says so.
+  outputDir: process.env.E2E_OUTPUT_DIR ?? './test-results',
   use: {
     headless: true,
     viewport: { width: 1280, height: 800 },

@@ -85,18 +85,45 @@ export async function createSession(
 /**
  * Get a session of the current user.
  *
- * @param id - The session id.
+ * @param id - The session id (never empty: `sessions/` is the list).
  * @param serverSettings - The server settings.
  * @returns The session.
+ * @throws {Error} for an empty id, or an answer that is not that session.
  */
 export async function getSession(
   id: string,
   serverSettings: ServerConnection.ISettings
 ): Promise<ISessionModel> {
-  return requestAPI<ISessionModel>(
+  if (id === '') {
+    throw new Error('A session id cannot be empty');
+  }
+  const data = await requestAPI<unknown>(
     `sessions/${encodeURIComponent(id)}`,
     serverSettings
   );
+  if (!Private.isSession(data) || data.id !== id) {
+    throw new Error(`Unexpected answer looking up session ${id}`);
+  }
+  return data;
+}
+
+/**
+ * List the sessions of the current user.
+ *
+ * Looking a session up in the list answers 200 whether it is still there or
+ * not: a page restoring panels of ended sessions logs no 403.
+ *
+ * @param serverSettings - The server settings.
+ * @returns The sessions, in the server's order.
+ */
+export async function listSessions(
+  serverSettings: ServerConnection.ISettings
+): Promise<ISessionModel[]> {
+  const data = await requestAPI<unknown>('sessions', serverSettings);
+  if (!Array.isArray(data)) {
+    throw new Error('Unexpected answer listing tool terminal sessions');
+  }
+  return data.filter(Private.isSession);
 }
 
 /**
@@ -155,6 +182,22 @@ namespace Private {
       }
     }
     return undefined;
+  }
+
+  /**
+   * Whether an answer has the fields of a session model.
+   */
+  export function isSession(item: unknown): item is ISessionModel {
+    if (item === null || typeof item !== 'object' || Array.isArray(item)) {
+      return false;
+    }
+    const value = item as Record<string, unknown>;
+    return (
+      typeof value.id === 'string' &&
+      value.id !== '' &&
+      typeof value.instance === 'string' &&
+      typeof value.tool === 'string'
+    );
   }
 
   /**

@@ -12,7 +12,7 @@ import { MessageLoop } from '@lumino/messaging';
 import type { Message } from '@lumino/messaging';
 import { Panel, Widget } from '@lumino/widgets';
 
-import { createSession, getSession } from './api';
+import { createSession, listInstances, listSessions } from './api';
 import { ToolTerminalConnection } from './connection';
 import type { ISessionModel } from './tokens';
 import { TRANSLATION_DOMAIN } from './tokens';
@@ -57,7 +57,8 @@ export class ToolTerminalPanel extends Panel {
     this._translator = options.translator ?? nullTranslator;
     this._trans = this._translator.load(TRANSLATION_DOMAIN);
     this._terminalOptions = { ...(options.terminalOptions ?? {}) };
-    this._sessionId = options.sessionId ?? null;
+    // An empty id is no session (older layouts saved one).
+    this._sessionId = options.sessionId || null;
 
     this._status = new Widget();
     this._status.addClass(STATUS_CLASS);
@@ -121,26 +122,39 @@ export class ToolTerminalPanel extends Panel {
   }
 
   /**
-   * Open the panel's session: attach to the session given at construction
-   * if it is still there, otherwise start a new one.
+   * Open the panel's session: reattach to the session given at construction
+   * (a panel restored after a reload) or start a new one.
    *
-   * @returns A promise that resolves when the session exists; failures are
-   *   shown in the panel and re-thrown.
+   * A restored panel whose session is gone (its grace period expired, its
+   * instance stopped or was removed) says so and offers a new session; it
+   * does not start one by itself.
+   *
+   * @returns A promise that resolves when the session is attached, or the
+   *   panel says why not; failures are shown in the panel and re-thrown.
    */
   async start(): Promise<void> {
     if (this._connection !== null) {
       return;
     }
-    this._showStatus(this._trans.__('Starting a session…'), false);
+    const restored = this._sessionId;
+    this._showStatus(
+      restored === null
+        ? this._trans.__('Starting a session…')
+        : this._trans.__('Reattaching to the session…'),
+      false
+    );
     let session: ISessionModel | null = null;
     try {
-      if (this._sessionId !== null) {
-        session = await getSession(this._sessionId, this._serverSettings).catch(
-          () => null
-        );
-      }
-      if (session === null) {
+      if (restored === null) {
         session = await createSession(this.instanceId, this._serverSettings);
+      } else {
+        // The list answers 200 whether the session is there or not: an
+        // ended session costs no 403 in the browser's console.
+        const sessions = await listSessions(this._serverSettings);
+        session =
+          sessions.find(
+            s => s.id === restored && s.instance === this.instanceId
+          ) ?? null;
       }
     } catch (error) {
       this._showStatus(
@@ -156,14 +170,22 @@ export class ToolTerminalPanel extends Panel {
     if (this.isDisposed) {
       return;
     }
+    if (session === null) {
+      // The id stays saved: the next reload says the same, rather than
+      // starting a shell nobody asked for. "Start a new session" forgets it.
+      this._showStatus(await this._goneMessage(), true);
+      return;
+    }
     this._attach(session);
   }
 
   /**
-   * Start a new session in the panel, after the previous one ended.
+   * Start a new session in the panel, after the previous one ended (or when
+   * the panel has none).
    */
   async restart(): Promise<void> {
     if (this._connection === null) {
+      this._sessionId = null;
       return this.start();
     }
     this._showStatus(this._trans.__('Starting a new session…'), false);
@@ -286,28 +308,110 @@ export class ToolTerminalPanel extends Panel {
   }
 
   /**
-   * Show how the shell ended.
+   * Why the session a panel was restored with is gone, as far as the
+   * instance list tells.
    */
-  private _onExited(_: ToolTerminalConnection, code: number | null): void {
+  private async _goneMessage(): Promise<string> {
+    const instance = await this._instanceState();
+    if (instance === undefined) {
+      return this._trans.__(
+        'The session of this panel has ended: it was closed, or no page was attached to it for longer than the server keeps it.'
+      );
+    }
+    if (instance === null) {
+      return this._trans.__(
+        'The tool instance %1 is gone, and the session of this panel with it.',
+        this.instanceId
+      );
+    }
+    return this._trans.__(
+      'The tool instance %1 is %2: the session of this panel has ended.',
+      this.instanceId,
+      instance
+    );
+  }
+
+  /**
+   * The state of the panel's instance when it is not running: its status,
+   * `null` when it is not listed, `undefined` when it runs (or the list
+   * cannot be had).
+   */
+  private async _instanceState(): Promise<string | null | undefined> {
+    try {
+      const instances = await listInstances(this._serverSettings);
+      const instance = instances.find(i => i.id === this.instanceId);
+      if (instance === undefined) {
+        return null;
+      }
+      return instance.status === 'running' ? undefined : instance.status;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /**
+   * Show how the shell ended: an exit code, or the instance that stopped
+   * under it (the engine reports a stopped container's shells as killed,
+   * code 137, which tells the user nothing).
+   */
+  private _onExited(
+    connection: ToolTerminalConnection,
+    code: number | null
+  ): void {
     this._showStatus(
       code === null
         ? this._trans.__('The shell ended.')
         : this._trans.__('The shell exited with code %1.', code),
       true
     );
+    // Only a shell killed by a signal (128 + n) may have gone with its
+    // instance; the engine reports the container stopped a moment after its
+    // processes died, so the state is asked a few times.
+    if (code === null || code < 128) {
+      return;
+    }
+    const session = connection.session.id;
+    const current = () =>
+      !this.isDisposed &&
+      this._connection === connection &&
+      connection.hasEnded &&
+      connection.session.id === session;
+    void (async () => {
+      for (const delay of Private.STOP_CHECK_DELAYS) {
+        await new Promise(resolve => setTimeout(resolve, delay));
+        if (!current()) {
+          return;
+        }
+        if ((await this._instanceState()) !== undefined && current()) {
+          this._showStatus(
+            this._trans.__(
+              'The tool instance %1 stopped; the terminal has ended.',
+              this.instanceId
+            ),
+            true
+          );
+          return;
+        }
+      }
+    })();
   }
 
   /**
-   * Show a session that ended without an exit code (killed, closed).
+   * Offer a new session once the session is over: after an exit, an error
+   * (the server says why, then disconnects) or a kill.
    */
   private _onMessage(
     connection: ToolTerminalConnection,
     msg: { type: string }
   ): void {
-    if (msg.type === 'disconnect' && connection.exitCode === null) {
-      if (this._status.isHidden) {
-        this._showStatus(this._trans.__('The session is over.'), true);
-      }
+    if (msg.type !== 'disconnect') {
+      return;
+    }
+    if (this._status.isHidden) {
+      this._showStatus(this._trans.__('The session is over.'), true);
+    } else {
+      this._restartButton.hidden = false;
+      this._status.addClass('jp-mod-ended');
     }
   }
 
@@ -348,6 +452,7 @@ export class ToolTerminalPanel extends Panel {
     _: ToolTerminalConnection,
     session: ISessionModel
   ): void {
+    this._sessionId = session.id;
     this._sessionChanged.emit(session);
   }
 
@@ -434,8 +539,8 @@ export namespace ToolTerminalPanel {
     terminalOptions?: Partial<ITerminal.IOptions>;
 
     /**
-     * A session to attach to first (restoring a panel after a reload); a new
-     * session is started if it is gone.
+     * A session to reattach to (restoring a panel after a reload); when it
+     * is gone the panel says so and offers a new session. Empty is none.
      */
     sessionId?: string;
   }
@@ -445,6 +550,12 @@ export namespace ToolTerminalPanel {
  * Module internals.
  */
 namespace Private {
+  /**
+   * How long to wait before each look at the instance's state after its
+   * shell was killed (ms).
+   */
+  export const STOP_CHECK_DELAYS = [0, 250, 750, 2000];
+
   /**
    * Create a styled button.
    */

@@ -2,11 +2,16 @@
 // Distributed under the terms of the Modified BSD License.
 
 /**
- * Side-effect free constants and REST models of jupyter-tool-terminal.
+ * Side-effect free constants, REST models and tokens of jupyter-tool-terminal.
  *
  * The interfaces mirror the server's REST contract; their keys stay in the
  * snake_case the server sends.
  */
+
+import type { IWidgetTracker, MainAreaWidget } from '@jupyterlab/apputils';
+import { Token } from '@lumino/coreutils';
+
+import type { ToolTerminalPanel } from './panel';
 
 /**
  * The npm name of the extension, used as the plugin id prefix.
@@ -68,6 +73,24 @@ export namespace CommandIDs {
    */
   export const refresh = 'tool-terminal:refresh-instances';
 }
+
+/**
+ * The tracker of tool terminal panels (like JupyterLab's `ITerminalTracker`).
+ *
+ * Other extensions use it to find, follow or act on the open tool terminals:
+ * `tracker.currentWidget.content` is the current {@link ToolTerminalPanel}.
+ */
+export type IToolTerminalTracker = IWidgetTracker<
+  MainAreaWidget<ToolTerminalPanel>
+>;
+
+/**
+ * The token of the tool terminal tracker, provided by the main plugin.
+ */
+export const IToolTerminalTracker = new Token<IToolTerminalTracker>(
+  `${EXTENSION_ID}:IToolTerminalTracker`,
+  'A widget tracker of tool terminal panels: use it to find or act on the open terminals in tool instances.'
+);
 
 /**
  * A tool instance of the current user, as listed by

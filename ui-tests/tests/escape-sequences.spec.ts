@@ -28,7 +28,7 @@ import {
   screenLines,
   shells,
   tabMenu,
-  TILE_LABEL,
+  DISPLAY_NAME,
   terminalTabs,
   typeLine,
   waitForLine
@@ -304,8 +304,8 @@ test('44: a title with HTML stays text, and no window report is sent', async () 
   expect(await pageGlobal('__pwned')).toBeUndefined();
   await expect(page.locator('img[src="x"]')).toHaveCount(0);
   expect(seen.imageRequests).toEqual([]);
-  // The tab keeps the instance's title.
-  await expect(terminalTabs(page)).toHaveText(TILE_LABEL);
+  // The tab keeps the instance's title (its display name).
+  await expect(terminalTabs(page)).toHaveText(DISPLAY_NAME);
 
   // The payload does run when parsed as HTML in this page: the checks above
   // would see it.

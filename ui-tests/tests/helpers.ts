@@ -100,12 +100,13 @@ export function launcherTile(page: Page): Locator {
 }
 
 /**
- * The dock tabs of tool terminals on the user's tool instance.
+ * The dock tabs of tool terminals on the user's tool instance: titled with
+ * the instance's display name, the instance id in the tooltip.
  */
 export function terminalTabs(page: Page): Locator {
-  return page.locator('.lm-DockPanel-tabBar .jp-ToolTerminal-tab', {
-    hasText: CONTAINER
-  });
+  return page.locator(
+    `.lm-DockPanel-tabBar .jp-ToolTerminal-tab[title*="${CONTAINER}"]`
+  );
 }
 
 /**

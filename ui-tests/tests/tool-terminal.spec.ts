@@ -6,8 +6,6 @@
  * served under a JupyterHub-like prefix, against the real Docker Engine and
  * a labelled tool container (started by scripts/test-browser.sh).
  */
-import * as path from 'path';
-
 import { expect, test } from '@playwright/test';
 
 import {
@@ -26,7 +24,6 @@ import {
 } from './helpers';
 
 const OTHER_CONTAINER = env('E2E_OTHER_CONTAINER');
-const DOCS_DIR = env('E2E_DOCS_DIR');
 
 test('launcher tile, terminal, resize, exit, reset and close', async ({
   page
@@ -45,7 +42,6 @@ test('launcher tile, terminal, resize, exit, reset and close', async ({
   // The tool type's own SVG icon is on the tile.
   await expect(tile.locator('svg [data-e2e-icon]')).toHaveCount(1);
   await section.scrollIntoViewIfNeeded();
-  await page.screenshot({ path: path.join(DOCS_DIR, 'launcher.png') });
 
   // Open a terminal from the tile: the tab names the instance, the startup
   // command's banner comes first.
@@ -66,7 +62,6 @@ test('launcher tile, terminal, resize, exit, reset and close', async ({
   const before = await waitForLine(terminal, /^SIZE=(\d+) (\d+)$/);
   const rowsBefore = (await screenLines(terminal)).length;
   expect(Number(before[1])).toBe(rowsBefore);
-  await page.screenshot({ path: path.join(DOCS_DIR, 'terminal.png') });
 
   await page.setViewportSize({ width: 960, height: 560 });
   await expect

@@ -3,7 +3,7 @@
 
 import { ServerConnection } from '@jupyterlab/services';
 
-import type { ISessionModel } from '../tokens';
+import type { ISessionModel, IToolInstance } from '../tokens';
 
 /**
  * A recorded request of the fake fetch.
@@ -141,4 +141,41 @@ export function sessionModel(id: string, instance = 'pg-1'): ISessionModel {
 export function pathOf(request: IRecordedRequest): string {
   const url = new URL(request.url);
   return url.pathname;
+}
+
+/**
+ * Resolve once a condition holds, letting pending promises and timers run
+ * in between (at most `limit` turns of the event loop).
+ */
+export async function until(
+  condition: () => boolean,
+  limit = 200
+): Promise<void> {
+  for (let turn = 0; turn < limit; turn++) {
+    if (condition()) {
+      return;
+    }
+    await new Promise(resolve => setTimeout(resolve, 0));
+  }
+  throw new Error('condition not reached');
+}
+
+/**
+ * A tool instance as the server lists it.
+ */
+export function instanceModel(id = 'pg-1', status = 'running'): IToolInstance {
+  return {
+    id,
+    tool: 'postgres',
+    display_name: 'PostgreSQL',
+    status,
+    has_startup_command: false
+  };
+}
+
+/**
+ * jsdom draws nothing: keep xterm's canvas renderer from logging that.
+ */
+export function quietCanvas(): void {
+  jest.spyOn(HTMLCanvasElement.prototype, 'getContext').mockReturnValue(null);
 }

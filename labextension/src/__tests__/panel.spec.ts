@@ -1,0 +1,234 @@
+// Copyright (c) jupyter-tool-terminal developers.
+// Distributed under the terms of the Modified BSD License.
+
+import { ToolTerminalPanel } from '../panel';
+import type { IFakeAnswer } from './helpers';
+import {
+  FakeWebSocket,
+  instanceModel,
+  makeSettings,
+  pathOf,
+  quietCanvas,
+  sessionModel,
+  until
+} from './helpers';
+
+/**
+ * A panel on instance `pg-1` with test server settings answering `answers`.
+ */
+function makePanel(answers: IFakeAnswer[], sessionId?: string) {
+  const made = makeSettings(answers);
+  const panel = new ToolTerminalPanel({
+    instance: 'pg-1',
+    serverSettings: made.settings,
+    sessionId
+  });
+  const calls = () =>
+    made.requests.map(r => `${r.method} ${pathOf(r).split('/api/')[1]}`);
+  const status = () => panel.node.querySelector('.jp-ToolTerminal-status')!;
+  const message = () => status().textContent ?? '';
+  const button = () =>
+    panel.node.querySelector<HTMLButtonElement>('.jp-ToolTerminal-restart')!;
+  return { ...made, panel, calls, status, message, button };
+}
+
+describe('ToolTerminalPanel', () => {
+  beforeAll(quietCanvas);
+
+  beforeEach(() => {
+    FakeWebSocket.instances = [];
+  });
+
+  it('starts a new session when it has none', async () => {
+    const t = makePanel([{ status: 201, body: sessionModel('s1') }]);
+    await t.panel.start();
+    expect(t.calls()).toEqual(['POST sessions']);
+    expect(t.panel.sessionId).toBe('s1');
+    expect(FakeWebSocket.last.url).toMatch(/\/websocket\/s1$/);
+    t.panel.dispose();
+  });
+
+  it('takes an empty session id for none (never GET sessions/)', async () => {
+    const t = makePanel([{ status: 201, body: sessionModel('s1') }], '');
+    await t.panel.start();
+    expect(t.calls()).toEqual(['POST sessions']);
+    expect(FakeWebSocket.last.url).toMatch(/\/websocket\/s1$/);
+    t.panel.dispose();
+  });
+
+  it('reattaches a restored panel to its session, looked up in the list', async () => {
+    const t = makePanel(
+      [{ status: 200, body: [sessionModel('other'), sessionModel('s1')] }],
+      's1'
+    );
+    await t.panel.start();
+    expect(t.calls()).toEqual(['GET sessions']);
+    expect(t.panel.sessionId).toBe('s1');
+    expect(FakeWebSocket.instances).toHaveLength(1);
+    expect(FakeWebSocket.last.url).toMatch(/\/websocket\/s1$/);
+    t.panel.dispose();
+  });
+
+  it('says a restored session ended and offers a new one, without starting it', async () => {
+    const t = makePanel(
+      [
+        { status: 200, body: [sessionModel('other')] },
+        { status: 200, body: [instanceModel()] }
+      ],
+      's1'
+    );
+    const changes: unknown[] = [];
+    t.panel.sessionChanged.connect((_, session) => changes.push(session));
+    await t.panel.start();
+    expect(t.calls()).toEqual(['GET sessions', 'GET instances']);
+    expect(FakeWebSocket.instances).toHaveLength(0);
+    expect(t.message()).toContain('The session of this panel has ended');
+    expect(t.button().hidden).toBe(false);
+    // Still saved with it: the next reload says the same, and starts no
+    // shell by itself.
+    expect(t.panel.sessionId).toBe('s1');
+    expect(changes).toEqual([]);
+    t.panel.dispose();
+  });
+
+  it('says when a restored session went with its instance', async () => {
+    const gone = makePanel(
+      [
+        { status: 200, body: [] },
+        { status: 200, body: [] }
+      ],
+      's1'
+    );
+    await gone.panel.start();
+    expect(gone.message()).toContain('The tool instance pg-1 is gone');
+    expect(gone.button().hidden).toBe(false);
+    gone.panel.dispose();
+
+    const stopped = makePanel(
+      [
+        { status: 200, body: [] },
+        { status: 200, body: [instanceModel('pg-1', 'exited')] }
+      ],
+      's1'
+    );
+    await stopped.panel.start();
+    expect(stopped.message()).toContain('The tool instance pg-1 is exited');
+    stopped.panel.dispose();
+  });
+
+  it('"Start a new session" starts one after a restored session ended', async () => {
+    const t = makePanel(
+      [
+        { status: 200, body: [] },
+        { status: 200, body: [instanceModel()] },
+        { status: 201, body: sessionModel('s2') }
+      ],
+      's1'
+    );
+    await t.panel.start();
+    t.button().click();
+    await until(() => FakeWebSocket.instances.length === 1);
+    expect(t.calls()).toEqual([
+      'GET sessions',
+      'GET instances',
+      'POST sessions'
+    ]);
+    expect(FakeWebSocket.last.url).toMatch(/\/websocket\/s2$/);
+    expect(t.panel.sessionId).toBe('s2');
+    t.panel.dispose();
+  });
+
+  it('"Start a new session" works after a first start failed', async () => {
+    const t = makePanel([
+      { status: 409, body: { message: 'Tool instance pg-1 is not running.' } },
+      { status: 201, body: sessionModel('s2') }
+    ]);
+    await expect(t.panel.start()).rejects.toThrow('not running');
+    expect(t.message()).toContain('not running');
+    expect(t.button().hidden).toBe(false);
+    t.button().click();
+    await until(() => FakeWebSocket.instances.length === 1);
+    expect(t.requests[1].body).toBe('{"instance":"pg-1"}');
+    expect(FakeWebSocket.last.url).toMatch(/\/websocket\/s2$/);
+    t.panel.dispose();
+  });
+
+  it('offers a new session when the server says why the session ended', async () => {
+    const t = makePanel([{ status: 201, body: sessionModel('s1') }]);
+    await t.panel.start();
+    const ws = FakeWebSocket.last;
+    ws.open();
+    ws.receive(['setup', {}]);
+    ws.receive(['error', 'The tool instance stopped; the terminal has ended.']);
+    ws.receive(['disconnect', 1]);
+    expect(t.message()).toContain('The tool instance stopped');
+    expect(t.button().hidden).toBe(false);
+    t.panel.dispose();
+  });
+
+  it('says the instance stopped rather than the exit code it caused', async () => {
+    const t = makePanel([
+      { status: 201, body: sessionModel('s1') },
+      { status: 200, body: [instanceModel('pg-1', 'exited')] }
+    ]);
+    await t.panel.start();
+    const ws = FakeWebSocket.last;
+    ws.open();
+    ws.receive(['exit', 137]);
+    expect(t.message()).toContain('exited with code 137');
+    ws.receive(['disconnect', 1]);
+    await until(() => t.message().includes('stopped'));
+    expect(t.message()).toContain(
+      'The tool instance pg-1 stopped; the terminal has ended.'
+    );
+    expect(t.button().hidden).toBe(false);
+    t.panel.dispose();
+  });
+
+  it('keeps the exit code of a shell that exited by itself', async () => {
+    const t = makePanel([
+      { status: 201, body: sessionModel('s1') },
+      { status: 200, body: [instanceModel('pg-1', 'running')] }
+    ]);
+    await t.panel.start();
+    const ws = FakeWebSocket.last;
+    ws.open();
+    ws.receive(['exit', 3]);
+    ws.receive(['disconnect', 1]);
+    await new Promise(resolve => setTimeout(resolve, 20));
+    // A shell that exited by itself: nothing to ask the server.
+    expect(t.calls()).toEqual(['POST sessions']);
+    expect(t.message()).toContain('exited with code 3');
+    t.panel.dispose();
+  });
+
+  it('kills its session when closed', async () => {
+    const t = makePanel([
+      { status: 201, body: sessionModel('s1') },
+      { status: 204 }
+    ]);
+    await t.panel.start();
+    FakeWebSocket.last.open();
+    t.panel.dispose();
+    await until(() => t.calls().length === 2);
+    expect(t.calls()[1]).toBe('DELETE sessions/s1');
+  });
+
+  it('keeps the exit code of a killed shell when its instance runs', async () => {
+    const t = makePanel([
+      { status: 201, body: sessionModel('s1') },
+      ...[1, 2, 3, 4].map(() => ({
+        status: 200,
+        body: [instanceModel('pg-1', 'running')]
+      }))
+    ]);
+    await t.panel.start();
+    const ws = FakeWebSocket.last;
+    ws.open();
+    ws.receive(['exit', 137]);
+    ws.receive(['disconnect', 1]);
+    await until(() => t.calls().length === 5, 2000);
+    expect(t.message()).toContain('exited with code 137');
+    t.panel.dispose();
+  });
+});

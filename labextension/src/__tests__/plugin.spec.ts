@@ -1,0 +1,309 @@
+// Copyright (c) jupyter-tool-terminal developers.
+// Distributed under the terms of the Modified BSD License.
+
+import type { ILauncher } from '@jupyterlab/launcher';
+import { nullTranslator } from '@jupyterlab/translation';
+import { CommandRegistry } from '@lumino/commands';
+
+import { getSession, listSessions } from '../api';
+import { instanceLabel, ToolInstances } from '../instances';
+import { restoreArgs, sessionArg } from '../restorer';
+import { RunningToolTerminals } from '../running';
+import { CATEGORY_RANK, LauncherTiles } from '../tiles';
+import type { IToolTerminalTracker } from '../tokens';
+import { CommandIDs } from '../tokens';
+import type { IFakeAnswer } from './helpers';
+import { instanceModel, makeSettings, pathOf, sessionModel } from './helpers';
+
+const trans = nullTranslator.load('jupyter-tool-terminal');
+const CATEGORY = trans.__('Tool Terminals');
+
+/**
+ * Tiles on a recording launcher, following an instance model that gets
+ * `answers`.
+ */
+function makeTiles(answers: IFakeAnswer[]) {
+  const made = makeInstances(answers);
+  const launcher = fakeLauncher();
+  const tiles = new LauncherTiles({
+    launcher,
+    instances: made.instances,
+    category: CATEGORY
+  });
+  return { ...made, launcher, tiles };
+}
+
+function makeInstances(answers: IFakeAnswer[]) {
+  const made = makeSettings(answers);
+  const instances = new ToolInstances({
+    serverSettings: made.settings,
+    auto: false
+  });
+  return { ...made, instances };
+}
+
+/**
+ * A launcher that records its items.
+ */
+function fakeLauncher() {
+  const items: ILauncher.IItemOptions[] = [];
+  return {
+    items,
+    add(item: ILauncher.IItemOptions) {
+      items.push(item);
+      return {
+        isDisposed: false,
+        dispose() {
+          const index = items.indexOf(item);
+          if (index >= 0) {
+            items.splice(index, 1);
+          }
+        }
+      };
+    }
+  };
+}
+
+describe('api: session lookups', () => {
+  it('refuses an empty session id instead of asking for sessions/', async () => {
+    const { settings, requests } = makeSettings([{ status: 200, body: [] }]);
+    await expect(getSession('', settings)).rejects.toThrow('empty');
+    expect(requests).toHaveLength(0);
+  });
+
+  it('refuses an answer that is not the session asked for', async () => {
+    const { settings } = makeSettings([
+      { status: 200, body: [sessionModel('s1')] },
+      { status: 200, body: sessionModel('other') }
+    ]);
+    await expect(getSession('s1', settings)).rejects.toThrow('Unexpected');
+    await expect(getSession('s1', settings)).rejects.toThrow('Unexpected');
+  });
+
+  it('lists the sessions, dropping malformed items', async () => {
+    const { settings, requests } = makeSettings([
+      { status: 200, body: [sessionModel('s1'), { id: '' }, 'x'] }
+    ]);
+    await expect(listSessions(settings)).resolves.toEqual([sessionModel('s1')]);
+    expect(pathOf(requests[0])).toBe('/user/alice/tool-terminal/api/sessions');
+  });
+});
+
+describe('restorer', () => {
+  const widget = (sessionId: string | null) =>
+    ({
+      id: 'tool-terminal-1',
+      content: { instanceId: 'pg-1', sessionId }
+    }) as never;
+
+  it('saves the instance, the panel id and the session', () => {
+    expect(restoreArgs(widget('s1'))).toEqual({
+      instance: 'pg-1',
+      name: 'tool-terminal-1',
+      session: 's1'
+    });
+  });
+
+  it('never saves an empty session id', () => {
+    expect(restoreArgs(widget(null))).toEqual({
+      instance: 'pg-1',
+      name: 'tool-terminal-1'
+    });
+    expect(restoreArgs(widget(''))).not.toHaveProperty('session');
+  });
+
+  it('takes only a non-empty string for a session', () => {
+    expect(sessionArg({ session: 's1' })).toBe('s1');
+    expect(sessionArg({ session: '' })).toBeUndefined();
+    expect(sessionArg({ session: 3 })).toBeUndefined();
+    expect(sessionArg({})).toBeUndefined();
+  });
+});
+
+describe('ToolInstances', () => {
+  it('lists the instances and signals a change once', async () => {
+    const t = makeInstances([
+      { status: 200, body: [instanceModel('pg-1')] },
+      { status: 200, body: [instanceModel('pg-1')] }
+    ]);
+    let changes = 0;
+    t.instances.changed.connect(() => changes++);
+    await t.instances.refresh();
+    await t.instances.refresh();
+    expect(t.instances.list.map(i => i.id)).toEqual(['pg-1']);
+    expect(t.instances.get('pg-1')?.status).toBe('running');
+    expect(t.instances.error).toBeNull();
+    expect(changes).toBe(1);
+    t.instances.dispose();
+  });
+
+  it("keeps the server's message when the engine is unreachable", async () => {
+    const message =
+      'The Docker Engine cannot be reached at unix:///var/run/docker.sock.';
+    const t = makeInstances([{ status: 503, body: { message } }]);
+    await t.instances.refresh();
+    expect(t.instances.error).toBe(message);
+    expect(t.instances.list).toEqual([]);
+    t.instances.dispose();
+  });
+
+  it('shares one request between concurrent refreshes', async () => {
+    const t = makeInstances([{ status: 200, body: [] }]);
+    await Promise.all([t.instances.refresh(), t.instances.refresh()]);
+    expect(t.requests).toHaveLength(1);
+    t.instances.dispose();
+  });
+
+  it('labels an instance by its display name first, and its state', () => {
+    expect(instanceLabel('pg-1', instanceModel('pg-1'), trans)).toBe(
+      'PostgreSQL (pg-1)'
+    );
+    expect(instanceLabel('pg-1', instanceModel('pg-1', 'exited'), trans)).toBe(
+      'PostgreSQL (pg-1, exited)'
+    );
+    expect(instanceLabel('pg-1', undefined, trans)).toBe('pg-1');
+  });
+});
+
+describe('LauncherTiles', () => {
+  it("adds one tile per instance, next to JupyterLab's Terminal", async () => {
+    const { launcher, tiles, ...t } = makeTiles([
+      { status: 200, body: [instanceModel('a'), instanceModel('b', 'exited')] }
+    ]);
+    await t.instances.refresh();
+    expect(tiles.keys).toEqual(['a', 'b']);
+    expect(launcher.items).toEqual([
+      {
+        command: CommandIDs.open,
+        args: { instance: 'a' },
+        category: CATEGORY,
+        categoryRank: CATEGORY_RANK,
+        rank: 0
+      },
+      {
+        command: CommandIDs.open,
+        args: { instance: 'b' },
+        category: CATEGORY,
+        categoryRank: CATEGORY_RANK,
+        rank: 1
+      }
+    ]);
+    tiles.dispose();
+    expect(launcher.items).toEqual([]);
+    t.instances.dispose();
+  });
+
+  it('removes the tiles of instances gone and keeps the others', async () => {
+    const { launcher, tiles, ...t } = makeTiles([
+      { status: 200, body: [instanceModel('a'), instanceModel('b')] },
+      { status: 200, body: [instanceModel('a')] }
+    ]);
+    await t.instances.refresh();
+    const first = launcher.items[0];
+    await t.instances.refresh();
+    expect(tiles.keys).toEqual(['a']);
+    expect(launcher.items).toHaveLength(1);
+    expect(launcher.items[0]).toBe(first);
+    tiles.dispose();
+    t.instances.dispose();
+  });
+
+  it('shows one tile that says why when the instances cannot be listed', async () => {
+    const { launcher, tiles, ...t } = makeTiles([
+      { status: 200, body: [instanceModel('a')] },
+      { status: 503, body: { message: 'The engine is down.' } },
+      { status: 200, body: [instanceModel('a')] }
+    ]);
+    await t.instances.refresh();
+    await t.instances.refresh();
+    expect(tiles.keys).toEqual(['']);
+    expect(launcher.items).toHaveLength(1);
+    expect(launcher.items[0].command).toBe(CommandIDs.refresh);
+    expect(launcher.items[0].args).toEqual({ launcher: true });
+    await t.instances.refresh();
+    expect(tiles.keys).toEqual(['a']);
+    tiles.dispose();
+    t.instances.dispose();
+  });
+});
+
+describe('RunningToolTerminals', () => {
+  function makeRunning(answers: IFakeAnswer[]) {
+    const made = makeSettings(answers);
+    const panels: { content: { sessionId: string } }[] = [];
+    const tracker = {
+      find: (fn: (w: unknown) => boolean) => panels.find(fn),
+      widgetAdded: { connect: () => true },
+      currentChanged: { connect: () => true }
+    } as unknown as IToolTerminalTracker;
+    const commands = new CommandRegistry();
+    const opened: unknown[] = [];
+    commands.addCommand(CommandIDs.open, {
+      execute: args => {
+        opened.push(args);
+      }
+    });
+    const instances = new ToolInstances({
+      serverSettings: made.settings,
+      auto: false
+    });
+    const running = new RunningToolTerminals({
+      serverSettings: made.settings,
+      tracker,
+      instances,
+      commands,
+      trans,
+      auto: false
+    });
+    return { ...made, running, opened, instances };
+  }
+
+  it('lists the sessions and signals a change', async () => {
+    const t = makeRunning([
+      { status: 200, body: [sessionModel('s1'), sessionModel('s2', 'pg-2')] }
+    ]);
+    let changes = 0;
+    t.running.runningChanged.connect(() => changes++);
+    await t.running.refresh();
+    expect(changes).toBe(1);
+    const items = t.running.running();
+    expect(items.map(i => i.label())).toEqual(['pg-1', 'pg-2']);
+    expect(items[0].labelTitle!()).toContain('pg-1');
+    t.running.dispose();
+    t.instances.dispose();
+  });
+
+  it('opens a panel reattached to a session without one', async () => {
+    const t = makeRunning([{ status: 200, body: [sessionModel('s1')] }]);
+    await t.running.refresh();
+    t.running.running()[0].open!();
+    await new Promise(resolve => setTimeout(resolve, 0));
+    expect(t.opened).toEqual([
+      {
+        instance: 'pg-1',
+        session: 's1',
+        name: 'tool-terminal-s1'
+      }
+    ]);
+    t.running.dispose();
+    t.instances.dispose();
+  });
+
+  it('shuts a session down (DELETE) and lists again', async () => {
+    const t = makeRunning([
+      { status: 200, body: [sessionModel('s1')] },
+      { status: 204 },
+      { status: 200, body: [] }
+    ]);
+    await t.running.refresh();
+    await t.running.running()[0].shutdown!();
+    expect(t.requests.map(r => `${r.method} ${pathOf(r)}`)).toEqual([
+      'GET /user/alice/tool-terminal/api/sessions',
+      'DELETE /user/alice/tool-terminal/api/sessions/s1',
+      'GET /user/alice/tool-terminal/api/sessions'
+    ]);
+    expect(t.running.sessions).toEqual([]);
+    t.running.dispose();
+    t.instances.dispose();
+  });
+});

@@ -1,0 +1,428 @@
+// Copyright (c) jupyter-tool-terminal developers.
+// Distributed under the terms of the Modified BSD License.
+
+import type { JupyterFrontEnd } from '@jupyterlab/application';
+import {
+  Clipboard,
+  Dialog,
+  InputDialog,
+  MainAreaWidget,
+  showDialog
+} from '@jupyterlab/apputils';
+import type { WidgetTracker } from '@jupyterlab/apputils';
+import type { ServerConnection } from '@jupyterlab/services';
+import type { ITerminal } from '@jupyterlab/terminal';
+import type { ITranslator, TranslationBundle } from '@jupyterlab/translation';
+import { nullTranslator } from '@jupyterlab/translation';
+import {
+  copyIcon,
+  pasteIcon,
+  refreshIcon,
+  stopIcon
+} from '@jupyterlab/ui-components';
+import type { ReadonlyPartialJSONObject } from '@lumino/coreutils';
+import { UUID } from '@lumino/coreutils';
+
+import { toolIcon } from './icons';
+import type { ToolInstances } from './instances';
+import { instanceLabel } from './instances';
+import { ToolTerminalPanel } from './panel';
+import { sessionArg, trackSessions } from './restorer';
+import type { IToolInstance } from './tokens';
+import { CommandIDs, TRANSLATION_DOMAIN } from './tokens';
+
+/**
+ * The class of a tool terminal tab, for the tab context menu.
+ */
+export const TAB_CLASS = 'jp-ToolTerminal-tab';
+
+/**
+ * The class of a stopped instance's launcher tile icon (the tile looks
+ * stopped).
+ */
+export const STOPPED_CLASS = 'jp-ToolTerminal-stopped';
+
+/**
+ * Add the tool terminal commands (like JupyterLab's terminal extension's
+ * `addCommands`): open, reset, new session, close, copy, paste and refresh.
+ *
+ * @param app - The application.
+ * @param tracker - The tracker the opened panels are added to.
+ * @param instances - The instance model (labels, icons, states).
+ * @param options - The server settings, translator and terminal options.
+ */
+export function addCommands(
+  app: JupyterFrontEnd,
+  tracker: WidgetTracker<MainAreaWidget<ToolTerminalPanel>>,
+  instances: ToolInstances,
+  options: ICommandOptions
+): void {
+  const { commands } = app;
+  const translator = options.translator ?? nullTranslator;
+  const trans = translator.load(TRANSLATION_DOMAIN);
+  const noArgs = { args: { type: 'object' as const, properties: {} } };
+
+  /**
+   * The tool terminal a command applies to: the one whose tab or body was
+   * right-clicked when run from a context menu, the current one otherwise.
+   */
+  const target = (
+    args: ReadonlyPartialJSONObject
+  ): MainAreaWidget<ToolTerminalPanel> | null => {
+    if (args.fromContextMenu === true) {
+      const node = app.contextMenuHitTest(
+        element =>
+          tracker.find(w => w.id === (element.dataset.id ?? element.id)) !==
+          undefined
+      );
+      if (node !== undefined) {
+        const id = node.dataset.id ?? node.id;
+        return tracker.find(w => w.id === id) ?? null;
+      }
+    }
+    return tracker.currentWidget;
+  };
+
+  /**
+   * Open a tool terminal panel on an instance.
+   */
+  const open = async (
+    instance: string,
+    session: string | undefined,
+    name: string | undefined
+  ): Promise<MainAreaWidget<ToolTerminalPanel>> => {
+    const content = new ToolTerminalPanel({
+      instance,
+      serverSettings: options.serverSettings,
+      translator,
+      terminalOptions: options.terminalOptions,
+      sessionId: session
+    });
+    const widget = new MainAreaWidget({ content });
+    widget.id = name ?? `tool-terminal-${UUID.uuid4()}`;
+    setTitle(widget, instances.get(instance), trans);
+    widget.title.className = TAB_CLASS;
+    widget.title.closable = true;
+    trackSessions(tracker, widget);
+    void tracker.add(widget);
+    app.shell.add(widget, 'main');
+    app.shell.activateById(widget.id);
+    await content.start().catch(() => {
+      /* the panel shows the failure and offers to try again */
+    });
+    return widget;
+  };
+
+  // Titles follow the instance list (a restored panel opens before it).
+  instances.changed.connect(() => {
+    tracker.forEach(widget => {
+      setTitle(widget, instances.get(widget.content.instanceId), trans);
+    });
+  });
+
+  /**
+   * Ask which running instance to open a terminal in; `undefined` when none
+   * (the dialog said why) or the user cancelled.
+   */
+  const pick = async (): Promise<string | undefined> => {
+    await instances.refresh();
+    const title = trans.__('Open Tool Terminal');
+    const ok = [Dialog.okButton({ label: trans.__('OK') })];
+    if (instances.error !== null) {
+      await showDialog({
+        title,
+        body: trans.__('Tool instances cannot be listed: %1', instances.error),
+        buttons: ok
+      });
+      return undefined;
+    }
+    const running = instances.list.filter(i => i.status === 'running');
+    if (running.length === 0) {
+      const stopped = instances.list.map(i => instanceLabel(i.id, i, trans));
+      await showDialog({
+        title,
+        body:
+          stopped.length === 0
+            ? trans.__('You have no tool instance.')
+            : trans.__(
+                'None of your tool instances is running: %1. Start one, then try again.',
+                stopped.join(', ')
+              ),
+        buttons: ok
+      });
+      return undefined;
+    }
+    const labels = running.map(i => instanceLabel(i.id, i, trans));
+    const result = await InputDialog.getItem({
+      title,
+      label: trans.__('Tool instance'),
+      items: labels
+    });
+    if (!result.button.accept || result.value === null) {
+      return undefined;
+    }
+    return running[labels.indexOf(result.value)]?.id;
+  };
+
+  commands.addCommand(CommandIDs.open, {
+    label: args =>
+      typeof args.instance === 'string'
+        ? instanceLabel(args.instance, instances.get(args.instance), trans)
+        : trans.__('Open Tool Terminal…'),
+    caption: args => {
+      if (typeof args.instance !== 'string') {
+        return trans.__('Open a terminal in one of your tool instances');
+      }
+      const info = instances.get(args.instance);
+      if (info !== undefined && info.status !== 'running') {
+        return trans.__(
+          'Tool instance %1 is %2: start it to open a terminal',
+          args.instance,
+          info.status
+        );
+      }
+      return trans.__('Open a terminal in tool instance %1', args.instance);
+    },
+    icon: args => {
+      if (typeof args.instance !== 'string' || args.isPalette === true) {
+        return undefined;
+      }
+      const info = instances.get(args.instance);
+      const icon = toolIcon(info?.tool ?? '', info?.icon);
+      // (The launcher drops `iconClass` for an icon it can resolve.)
+      return info !== undefined && info.status !== 'running'
+        ? icon.bindprops({ className: STOPPED_CLASS })
+        : icon;
+    },
+    describedBy: {
+      args: {
+        type: 'object',
+        properties: {
+          instance: {
+            type: 'string',
+            description: trans.__('The tool instance id')
+          },
+          session: {
+            type: 'string',
+            description: trans.__('A session to reattach to, if still there')
+          },
+          name: {
+            type: 'string',
+            description: trans.__('The panel id (layout restoration)')
+          }
+        }
+      }
+    },
+    execute: async args => {
+      const name = typeof args.name === 'string' ? args.name : undefined;
+      let instance: string | undefined =
+        typeof args.instance === 'string' ? args.instance : undefined;
+      if (instance === undefined) {
+        instance = await pick();
+        if (instance === undefined) {
+          return;
+        }
+      } else if (name === undefined) {
+        // A tile clicked: a stopped instance opens no empty tab. A restored
+        // panel (named) opens anyway and says what became of its session.
+        const info = instances.get(instance);
+        if (info !== undefined && info.status !== 'running') {
+          await showDialog({
+            title: trans.__('Open Tool Terminal'),
+            body: trans.__(
+              'The tool instance %1 is %2. Start it, then open a terminal again.',
+              instanceLabel(instance, info, trans),
+              info.status
+            ),
+            buttons: [Dialog.okButton({ label: trans.__('OK') })]
+          });
+          return;
+        }
+      }
+      return open(instance, sessionArg(args), name);
+    }
+  });
+
+  const noPanel = trans.__('Open a tool terminal first');
+
+  commands.addCommand(CommandIDs.reset, {
+    label: trans.__('Reset Tool Terminal Session'),
+    caption: args =>
+      target(args) === null
+        ? noPanel
+        : trans.__(
+            'Kill the shell and everything it started, and run the startup command again in this panel'
+          ),
+    icon: args => (args.isPalette === true ? undefined : refreshIcon),
+    isEnabled: args => target(args) !== null,
+    describedBy: noArgs,
+    execute: async args => {
+      const widget = target(args);
+      if (widget !== null) {
+        await widget.content.reset();
+        widget.content.activate();
+      }
+    }
+  });
+
+  commands.addCommand(CommandIDs.restart, {
+    label: trans.__('New Tool Terminal Session'),
+    caption: args => {
+      const widget = target(args);
+      if (widget === null) {
+        return noPanel;
+      }
+      return widget.content.isLive
+        ? trans.__(
+            'The session is still running: use Reset to start its shell again'
+          )
+        : trans.__('Start a new session in this panel');
+    },
+    isEnabled: args => {
+      const widget = target(args);
+      return widget !== null && !widget.content.isLive;
+    },
+    describedBy: noArgs,
+    execute: async args => {
+      const widget = target(args);
+      if (widget !== null) {
+        await widget.content.restart();
+        widget.content.activate();
+      }
+    }
+  });
+
+  commands.addCommand(CommandIDs.close, {
+    label: trans.__('Close Tool Terminal Session'),
+    caption: args =>
+      target(args) === null
+        ? noPanel
+        : trans.__('Kill the session and close its panel'),
+    icon: args => (args.isPalette === true ? undefined : stopIcon),
+    isEnabled: args => target(args) !== null,
+    describedBy: noArgs,
+    execute: async args => {
+      const widget = target(args);
+      if (widget !== null) {
+        try {
+          await widget.content.closeSession();
+        } finally {
+          widget.dispose();
+        }
+      }
+    }
+  });
+
+  commands.addCommand(CommandIDs.copy, {
+    label: trans.__('Copy'),
+    caption: args =>
+      target(args)?.content.terminal?.hasSelection()
+        ? trans.__('Copy the selection')
+        : trans.__('Select text in the terminal to copy it'),
+    icon: copyIcon.bindprops({ stylesheet: 'menuItem' }),
+    isEnabled: args => target(args)?.content.terminal?.hasSelection() ?? false,
+    describedBy: noArgs,
+    execute: args => {
+      const text = target(args)?.content.terminal?.getSelection();
+      if (text) {
+        Clipboard.copyToSystem(text);
+      }
+    }
+  });
+
+  commands.addCommand(CommandIDs.paste, {
+    label: trans.__('Paste'),
+    caption: args =>
+      (target(args)?.content.terminal ?? null) === null
+        ? trans.__('The terminal has no session yet')
+        : trans.__('Paste the clipboard into the terminal'),
+    icon: pasteIcon.bindprops({ stylesheet: 'menuItem' }),
+    isEnabled: args => (target(args)?.content.terminal ?? null) !== null,
+    describedBy: noArgs,
+    execute: async args => {
+      const terminal = target(args)?.content.terminal;
+      if (terminal) {
+        const text = await navigator.clipboard.readText();
+        if (text) {
+          terminal.paste(text);
+        }
+      }
+    }
+  });
+
+  commands.addCommand(CommandIDs.refresh, {
+    // On the launcher (args.launcher) this is the tile that says why no
+    // instance is listed.
+    label: args =>
+      args.launcher === true && instances.error !== null
+        ? trans.__('Tool instances unavailable')
+        : trans.__('Refresh Tool Instances'),
+    caption: args =>
+      args.launcher === true && instances.error !== null
+        ? trans.__('%1 Click to try again.', instances.error)
+        : trans.__('Refresh the launcher tiles of your tool instances'),
+    icon: args =>
+      args.launcher === true
+        ? refreshIcon.bindprops({ className: STOPPED_CLASS })
+        : undefined,
+    describedBy: noArgs,
+    execute: async args => {
+      await instances.refresh();
+      if (args.launcher === true && instances.error !== null) {
+        await showDialog({
+          title: trans.__('Tool instances unavailable'),
+          body: instances.error,
+          buttons: [Dialog.okButton({ label: trans.__('OK') })]
+        });
+      }
+    }
+  });
+}
+
+/**
+ * What {@link addCommands} needs besides the application.
+ */
+export interface ICommandOptions {
+  /**
+   * The server settings.
+   */
+  serverSettings: ServerConnection.ISettings;
+
+  /**
+   * The translator.
+   */
+  translator?: ITranslator | null;
+
+  /**
+   * The user's terminal options, shared by every panel (the settings
+   * plugin updates them in place).
+   */
+  terminalOptions: Partial<ITerminal.IOptions>;
+}
+
+/**
+ * Set a panel's tab title: the instance's display name first (readable in a
+ * narrow tab), the rest in the tooltip.
+ *
+ * @param widget - The panel.
+ * @param info - The listed instance, if known.
+ * @param trans - The translation bundle.
+ */
+export function setTitle(
+  widget: MainAreaWidget<ToolTerminalPanel>,
+  info: IToolInstance | undefined,
+  trans: TranslationBundle
+): void {
+  const id = widget.content.instanceId;
+  widget.title.label = info?.display_name ?? id;
+  widget.title.caption =
+    info === undefined
+      ? trans.__('Terminal in tool instance %1', id)
+      : trans.__(
+          'Terminal in tool instance %1 (%2, %3)',
+          id,
+          info.display_name,
+          info.status
+        );
+  widget.title.icon = toolIcon(info?.tool ?? '', info?.icon);
+}

@@ -1,0 +1,155 @@
+// Copyright (c) jupyter-tool-terminal developers.
+// Distributed under the terms of the Modified BSD License.
+
+import type { ILauncher } from '@jupyterlab/launcher';
+import type { IDisposable } from '@lumino/disposable';
+
+import type { ToolInstances } from './instances';
+import { CommandIDs } from './tokens';
+
+/**
+ * The rank of the "Tool Terminals" launcher section: JupyterLab's own
+ * Terminal tile is in "Other" (rank 100), and a section of equal rank
+ * follows it by name, so the tool terminals come right after it.
+ */
+export const CATEGORY_RANK = 100;
+
+/**
+ * The launcher tiles of the tool instances: one tile per instance, or, when
+ * the instances cannot be listed, one tile that says why (and retries when
+ * clicked).
+ */
+export class LauncherTiles implements IDisposable {
+  /**
+   * Keep the launcher's tiles in step with an instance model.
+   *
+   * @param options - The launcher, the instance model and the section name.
+   */
+  constructor(options: LauncherTiles.IOptions) {
+    this._launcher = options.launcher;
+    this._instances = options.instances;
+    this._category = options.category;
+    this._instances.changed.connect(this.update, this);
+    this.update();
+  }
+
+  /**
+   * The keys of the tiles shown, in order (instance ids, or `''` for the
+   * tile that says why there are none).
+   */
+  get keys(): string[] {
+    return Array.from(this._tiles.keys());
+  }
+
+  /**
+   * Whether the tiles are disposed.
+   */
+  get isDisposed(): boolean {
+    return this._isDisposed;
+  }
+
+  /**
+   * Add, replace and remove tiles to match the instance model. A tile is
+   * replaced only when what it shows changed (the launcher re-renders its
+   * labels and icons from the command on every render).
+   */
+  update(): void {
+    if (this._isDisposed) {
+      return;
+    }
+    const wanted = new Map<string, ILauncher.IItemOptions>();
+    const error = this._instances.error;
+    if (error !== null) {
+      wanted.set(STATUS_KEY, {
+        command: CommandIDs.refresh,
+        args: { launcher: true },
+        category: this._category,
+        categoryRank: CATEGORY_RANK,
+        rank: 0
+      });
+    } else {
+      this._instances.list.forEach((instance, rank) => {
+        wanted.set(instance.id, {
+          command: CommandIDs.open,
+          args: { instance: instance.id },
+          category: this._category,
+          categoryRank: CATEGORY_RANK,
+          rank
+        });
+      });
+    }
+    for (const [key, known] of Array.from(this._tiles.entries())) {
+      const item = wanted.get(key);
+      if (item === undefined || JSON.stringify(item) !== known.item) {
+        known.tile.dispose();
+        this._tiles.delete(key);
+      }
+    }
+    for (const [key, item] of wanted) {
+      if (!this._tiles.has(key)) {
+        this._tiles.set(key, {
+          item: JSON.stringify(item),
+          tile: this._launcher.add(item)
+        });
+      }
+    }
+  }
+
+  /**
+   * Remove every tile.
+   */
+  dispose(): void {
+    if (this._isDisposed) {
+      return;
+    }
+    this._isDisposed = true;
+    this._instances.changed.disconnect(this.update, this);
+    for (const known of this._tiles.values()) {
+      known.tile.dispose();
+    }
+    this._tiles.clear();
+  }
+
+  private _launcher: LauncherTiles.ILauncherLike;
+  private _instances: ToolInstances;
+  private _category: string;
+  private _tiles = new Map<string, { item: string; tile: IDisposable }>();
+  private _isDisposed = false;
+}
+
+/**
+ * The namespace for `LauncherTiles` statics.
+ */
+export namespace LauncherTiles {
+  /**
+   * The part of JupyterLab's launcher the tiles use.
+   */
+  export interface ILauncherLike {
+    add(options: ILauncher.IItemOptions): IDisposable;
+  }
+
+  /**
+   * The options of the tiles.
+   */
+  export interface IOptions {
+    /**
+     * The launcher.
+     */
+    launcher: ILauncherLike;
+
+    /**
+     * The instance model.
+     */
+    instances: ToolInstances;
+
+    /**
+     * The launcher section (translated "Tool Terminals").
+     */
+    category: string;
+  }
+}
+
+/**
+ * The key of the tile that says why no instance is listed.
+ */
+const STATUS_KEY = '';

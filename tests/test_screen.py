@@ -1,0 +1,183 @@
+"""The screen model alone (no server): fidelity, the alternate screen, and hostile output."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import time
+import tracemalloc
+
+import pyte
+import pytest
+
+from jupyter_tool_terminal.screen import MAX_MODEL_COLS, MAX_MODEL_ROWS, ScreenModel
+
+from .conftest import wait_until
+
+
+class LoopWatch:
+    """Measures the longest step other tasks took on the event loop, in this thread's CPU time
+    (so that other processes on a busy machine do not count)."""
+
+    def __init__(self) -> None:
+        self.longest = 0.0
+        self._task: asyncio.Task[None] | None = None
+
+    async def _beat(self) -> None:
+        while True:
+            started = time.thread_time()
+            await asyncio.sleep(0)
+            self.longest = max(self.longest, time.thread_time() - started)
+
+    def __enter__(self) -> LoopWatch:
+        # Garbage collection pauses whatever allocates when it comes due; they are the
+        # process's, not a step of the model's, and would make this measurement random.
+        gc.disable()
+        self._task = asyncio.create_task(self._beat())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        gc.enable()
+
+
+def _model(rows: int = 24, cols: int = 80) -> ScreenModel:
+    return ScreenModel(rows, cols, scrollback_lines=500, lookback=64 * 1024)
+
+
+def _rebuilt(model: ScreenModel, snapshot: str) -> pyte.Screen:
+    fresh = pyte.Screen(model.screen.columns, model.screen.lines)
+    pyte.Stream(fresh).feed(snapshot)
+    return fresh
+
+
+async def test_colours_attributes_and_cursor_come_back() -> None:
+    model = _model()
+    model.feed(
+        "\x1b[31mred\x1b[0m \x1b[1;4;44mbold-underlined-on-blue\x1b[0m "
+        "\x1b[38;5;208m256\x1b[0m \x1b[38;2;1;2;3;48;2;250;251;252mtrue\x1b[0m\r\n"
+        "\x1b[7mreverse\x1b[27m plain \u4e2d\u6587 e\u0301\x1b[3;5H\x1b[32m"
+    )
+    snapshot = await model.snapshot()
+    fresh = _rebuilt(model, snapshot)
+    server = model.screen
+    assert fresh.display == server.display
+    for y in range(3):
+        for x in range(40):
+            assert fresh.buffer[y][x] == server.buffer[y][x], (y, x)
+    assert (fresh.cursor.x, fresh.cursor.y) == (4, 2)
+    assert fresh.cursor.attrs.fg == "green"
+
+
+@pytest.mark.parametrize("mode", [47, 1047, 1049])
+async def test_the_alternate_screen_switches_and_restores(mode: int) -> None:
+    model = _model()
+    model.feed("shell line\r\n$ ")
+    model.feed(f"\x1b[?{mode}h\x1b[H\x1b[2Jfull-screen program\x1b[5;5H")
+    snapshot = await model.snapshot()
+    assert model.screen.display[0].startswith("full-screen program")
+    assert "\x1b[?1049h" in snapshot
+    assert _rebuilt(model, snapshot).display == model.screen.display
+    model.feed(f"\x1b[?{mode}l")
+    snapshot = await model.snapshot()
+    assert model.screen.display[0].startswith("shell line")
+    assert model.screen.display[1].startswith("$ ")
+    assert _rebuilt(model, snapshot).display == model.screen.display
+
+
+async def test_a_flood_keeps_only_its_end_and_the_modes_it_switched() -> None:
+    model = _model()
+    model.feed("\x1b[?1049h\x1b[?25l")
+    for index in range(200):
+        model.feed("".join(f"flood {index} {line}\r\n" for line in range(2000)))
+    assert model.queued <= 64 * 1024 + 64
+    snapshot = await model.snapshot()
+    assert model.screen.display[-2].startswith("flood 199 1999")
+    assert model.screen.alternate  # type: ignore[attr-defined]
+    assert model.screen.cursor.hidden or pyte.modes.DECTCEM not in model.screen.mode
+    assert "\x1b[?25l" in snapshot
+
+
+HOSTILE = {
+    "enormous CSI parameter": "\x1b[" + "9" * 1_000_000 + "m",
+    "a million CSI parameters": "\x1b[" + "1;" * 500_000 + "m",
+    "endless title": "\x1b]0;" + "A" * 2_000_000,
+    "screen-wide erases": "\x1b[2J" * 200_000,
+    "alignment test pattern": "\x1b#8" * 200_000,
+    "reverse video toggles": "\x1b[?5h\x1b[?5l" * 100_000,
+    "huge cursor moves and inserts": "\x1b[9999;9999H\x1b[9999L\x1b[9999@x" * 50_000,
+    "window resize requests": "\x1b[8;99999;99999t" * 100_000,
+    "combining marks on one cell": "a" + "\u0301" * 1_000_000,
+    "deeply nested escapes": ("\x1b[\x1b]\x1bP\x1b[?" * 100_000) + "\x07",
+    "wide characters and joiners": "\U0001f468\u200d\U0001f469\u200d\U0001f467\ufe0f" * 200_000,
+}
+
+
+async def _feed_and_attach(model: ScreenModel, payload: str) -> str:
+    model.resize(MAX_MODEL_ROWS * 2, MAX_MODEL_COLS * 2)  # clamped to the model's largest
+    # As the session feeds it: pieces of the size the engine delivers.
+    for start in range(0, len(payload), 64 * 1024):
+        model.feed(payload[start : start + 64 * 1024])
+    for _ in range(20):  # the screen model works the queue off; then a client attaches
+        await model.snapshot()
+        if not model.queued:
+            break
+    model.feed("\x1b[0m\r\nafter")
+    return await model.snapshot()
+
+
+@pytest.mark.parametrize("payload", HOSTILE.values(), ids=HOSTILE.keys())
+async def test_hostile_output_never_holds_the_event_loop_10_ms(payload: str) -> None:
+    model = _model()
+    with LoopWatch() as watch:
+        await _feed_and_attach(model, payload)
+    assert (model.screen.lines, model.screen.columns) == (MAX_MODEL_ROWS, MAX_MODEL_COLS)
+    assert watch.longest < 0.010, f"a step held the event loop {watch.longest * 1000:.1f} ms"
+    assert "after" in model.screen.display[model.screen.cursor.y]
+
+
+@pytest.mark.parametrize("payload", HOSTILE.values(), ids=HOSTILE.keys())
+async def test_hostile_output_never_grows_memory_without_bound(payload: str) -> None:
+    model = _model()
+    tracemalloc.start()
+    try:
+        baseline, _ = tracemalloc.get_traced_memory()
+        snapshot = await _feed_and_attach(model, payload)
+        current, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # Bounded: the queue (64 Ki characters, 4 bytes each at worst), a full screen of cells
+    # (150 x 400) and its rendering.
+    assert peak - baseline < 48 * 1024 * 1024, peak - baseline
+    assert current - baseline < 32 * 1024 * 1024, current - baseline
+    assert len(snapshot) < 4 * 1024 * 1024
+
+
+async def test_feeding_is_cheap_on_the_hot_path() -> None:
+    model = _model()
+    chunk = "".join(f"line {n} abcdefghijklmnopqrstuvwxyz\r\n" for n in range(2000))[: 64 * 1024]
+    started = time.perf_counter()
+    for _ in range(500):
+        model.feed(chunk)
+    per_chunk = (time.perf_counter() - started) / 500
+    # A flood arrives at tens of MB/s in 64 KiB pieces; queueing one must cost far less than
+    # the ~2 ms such a piece takes to arrive.
+    assert per_chunk < 0.0005, per_chunk
+    started = time.perf_counter()
+    for _ in range(10_000):
+        model.feed("x")
+    assert (time.perf_counter() - started) / 10_000 < 0.00005
+
+
+async def test_queued_output_is_worked_off_once_output_pauses() -> None:
+    model = _model()
+    model.feed("hello")
+    assert model.queued == 5
+
+    async def worked_off() -> bool:
+        return model.queued == 0
+
+    await wait_until(worked_off)
+    assert model.screen.display[0].startswith("hello")
+    model.close()
