@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import getpass
 import os
 
@@ -25,6 +26,8 @@ from .tooltypes import ToolTypeError, parse_tool_types
 # Handlers match any single path segment; ids are validated strictly by the manager, so that
 # a malformed id gets the same 403 as an unknown one.
 _ID = r"([^/]+)"
+#: The `web_app.settings` key of the tool terminals' last input or output (contract).
+LAST_ACTIVITY_SETTING = "tool_terminal_last_activity"
 
 
 class ToolTerminalApp(ExtensionApp):
@@ -187,6 +190,7 @@ class ToolTerminalApp(ExtensionApp):
             replay_limit=self.replay_buffer_size,
             log=self.log,
             audit=AuditLog(getattr(self.serverapp, "event_logger", None), self.log),
+            on_activity=self._record_activity,
         )
 
     def _make_runtime(self) -> ToolRuntime | None:
@@ -219,6 +223,13 @@ class ToolTerminalApp(ExtensionApp):
                 (rf"/tool-terminal/websocket/{_ID}", TerminalSocket),
             ]
         )
+
+    def _record_activity(self, moment: datetime.datetime) -> None:
+        # jupyter_server's last activity (`/api/status`, what a JupyterHub single-user server
+        # reports to the Hub for idle culling) is the latest `*_last_activity` setting.
+        web_app = getattr(self.serverapp, "web_app", None)
+        if web_app is not None:
+            web_app.settings[LAST_ACTIVITY_SETTING] = moment
 
     def current_activity(self) -> bool:
         """Whether any tool terminal is open (keeps an idle-shutdown server alive)."""

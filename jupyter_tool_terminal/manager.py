@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import logging
 import re
 import time
@@ -80,6 +81,7 @@ class SessionManager:
         replay_limit: int,
         log: logging.Logger,
         audit: AuditLog | None = None,
+        on_activity: t.Callable[[datetime.datetime], None] | None = None,
     ) -> None:
         self.runtime = runtime
         self.tool_types = dict(tool_types)
@@ -91,6 +93,8 @@ class SessionManager:
         self.replay_limit = replay_limit
         self.log = log
         self.audit = audit or AuditLog(None, log)
+        #: Called with the time of a session's input or output (at most once a second each).
+        self.on_activity = on_activity
         self.sessions: dict[str, Session] = {}
         # Slots taken by sessions still starting, so that limits hold under concurrency.
         self._starting: dict[str, int] = {}
@@ -181,6 +185,7 @@ class SessionManager:
                 runtime=self.runtime,
                 replay_limit=self.replay_limit,
                 on_ended=self._session_ended,
+                on_activity=self.on_activity,
                 log=self.log,
             )
             try:

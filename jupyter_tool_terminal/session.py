@@ -9,6 +9,7 @@ import contextlib
 import datetime
 import json
 import logging
+import math
 import secrets
 import time
 import typing as t
@@ -32,6 +33,9 @@ READ_CHUNK = 64 * 1024
 #: echo of a fast typist's keystrokes (small frames in quick succession) is never held back.
 COALESCE_BYTES = 1024
 FRAME_INTERVAL = 0.002
+#: Seconds between two reports of a session's activity to the server (its idle-culling clock):
+#: a flood of output costs one report per interval, not one per frame.
+ACTIVITY_REPORT_INTERVAL = 1.0
 
 
 class TerminalClient(t.Protocol):
@@ -79,6 +83,7 @@ class Session:
         replay_limit: int,
         on_ended: t.Callable[[Session, str, int | None], None],
         log: logging.Logger,
+        on_activity: t.Callable[[datetime.datetime], None] | None = None,
     ) -> None:
         self.id = secrets.token_urlsafe(24)
         self.owner = owner
@@ -97,6 +102,8 @@ class Session:
         self._replay_size = 0
         self._replay_limit = replay_limit
         self._on_ended = on_ended
+        self._on_activity = on_activity
+        self._activity_reported = -math.inf
         self._log = log
         self._channel: ShellChannel | None = None
         self._pump_task: asyncio.Task[None] | None = None
@@ -119,7 +126,13 @@ class Session:
 
     def _touch(self) -> None:
         self.last_activity = _now()
-        self.last_activity_monotonic = time.monotonic()
+        self.last_activity_monotonic = now = time.monotonic()
+        if (
+            self._on_activity is not None
+            and now - self._activity_reported >= ACTIVITY_REPORT_INTERVAL
+        ):
+            self._activity_reported = now
+            self._on_activity(self.last_activity)
 
     # -- starting and stopping the shell ------------------------------------------------------
 
