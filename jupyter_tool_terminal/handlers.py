@@ -25,6 +25,8 @@ if t.TYPE_CHECKING:
 #: The authorization resource of every route: list is ``read``, create/reset/delete ``write``,
 #: and opening a terminal WebSocket ``execute``.
 AUTH_RESOURCE = "jupyter_tool_terminal:terminals"
+#: Where JupyterHub's clients keep a request's user once they looked it up.
+_REMEMBERED_USER_ATTRIBUTES = ("_cached_hub_user", "_jupyterhub_user")
 
 
 def _reject_constant(name: str) -> t.NoReturn:
@@ -301,11 +303,13 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
 
     async def _still_allowed(self, session: Session) -> bool:
         # Identity providers remember the user per request (jupyter_server in
-        # `_jupyter_current_user`, JupyterHub's HubAuth in `_cached_hub_user`); forget it so
-        # that the credentials themselves are checked again.
+        # `_jupyter_current_user`, JupyterHub's HubAuth in `_cached_hub_user` and its
+        # single-user identity provider in `_jupyterhub_user`); forget it so that the
+        # credentials themselves are checked again.
         self._jupyter_current_user = None
-        if hasattr(self, "_cached_hub_user"):
-            delattr(self, "_cached_hub_user")
+        for remembered in _REMEMBERED_USER_ATTRIBUTES:
+            if hasattr(self, remembered):
+                delattr(self, remembered)
         user = await ensure_async(self.identity_provider.get_user(self))
         if not isinstance(user, User):
             return False

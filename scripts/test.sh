@@ -10,6 +10,7 @@ step() { printf '\n== %s\n' "$*"; }
 engine_was_up=$(docker info >/dev/null 2>&1 && echo yes || echo no)
 bash scripts/engine.sh
 bash scripts/setup.sh "test,benchmark"
+bash scripts/hub-deps.sh
 # Everything below runs in the project's virtual environment.
 export PATH="${JTT_VENV:-$repo/.venv}/bin:$PATH"
 if [ "$engine_was_up" = no ]; then
