@@ -19,6 +19,7 @@ from .handlers import (
     TerminalSocket,
 )
 from .manager import SessionManager
+from .page import ToolTilesPage
 from .runtime import RuntimeUnavailable, ToolRuntime
 from .runtime.docker import DockerRuntime
 from .tooltypes import ToolTypeError, parse_tool_types
@@ -28,6 +29,8 @@ from .tooltypes import ToolTypeError, parse_tool_types
 _ID = r"([^/]+)"
 #: The `web_app.settings` key of the tool terminals' last input or output (contract).
 LAST_ACTIVITY_SETTING = "tool_terminal_last_activity"
+#: The JupyterLab page-config key carrying `service_url` to the frontend.
+SERVICE_URL_PAGE_CONFIG = "toolTerminalServiceUrl"
 
 
 class ToolTerminalApp(ExtensionApp):
@@ -150,6 +153,15 @@ class ToolTerminalApp(ExtensionApp):
         `owner` for jupyter_server's own token/password provider, `username` for any other.""",
     ).tag(config=True)
 
+    service_url = Unicode(
+        "",
+        help="""The URL of a jupyter-tool-terminal JupyterHub service (for example
+        "/services/tool-terminal/"), set in users' single-user servers: their JupyterLab then
+        lists tool tiles and opens terminals through that service, authenticated by the Hub,
+        instead of this server (which then needs no container engine). Empty: this server
+        serves the tool terminals itself.""",
+    ).tag(config=True)
+
     #: The runtime that runs the shells (created at start-up unless a test or embedder set one).
     tool_runtime: ToolRuntime | None = None
     #: The registry of sessions; ``None`` while the extension is disabled by a config error.
@@ -168,6 +180,11 @@ class ToolTerminalApp(ExtensionApp):
 
     def initialize_settings(self) -> None:
         """Validate the tool types and create the session manager."""
+        # JupyterLab's page config tells the frontend where the tool terminals are.
+        web_app = getattr(self.serverapp, "web_app", None)
+        if web_app is not None and self.service_url:
+            page_config = web_app.settings.setdefault("page_config_data", {})
+            page_config[SERVICE_URL_PAGE_CONFIG] = self.service_url
         try:
             tool_types = parse_tool_types(self.tool_types)
         except ToolTypeError as error:
@@ -221,6 +238,7 @@ class ToolTerminalApp(ExtensionApp):
                 (rf"/tool-terminal/api/sessions/{_ID}", SessionHandler),
                 (rf"/tool-terminal/api/sessions/{_ID}/reset", SessionResetHandler),
                 (rf"/tool-terminal/websocket/{_ID}", TerminalSocket),
+                (r"/tool-terminal/?", ToolTilesPage),
             ]
         )
 

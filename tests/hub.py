@@ -60,6 +60,28 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+@contextlib.contextmanager
+def running_hub(directory: Path, extra_config: str = "", attempts: int = 2) -> t.Iterator[Hub]:
+    """A started :class:`Hub`, stopped on exit.
+
+    Free ports are only free when probed: on a busy machine another process may take one
+    before the Hub or the proxy binds it, so a failed start is tried again on new ports.
+    """
+    for attempt in range(attempts):
+        hub = Hub(directory / f"attempt-{attempt}", extra_config)
+        try:
+            hub.start()
+        except RuntimeError:
+            if attempt == attempts - 1:
+                raise
+            continue
+        try:
+            yield hub
+        finally:
+            hub.stop()
+        return
+
+
 class Hub:
     """One JupyterHub process and everything it starts.
 
@@ -67,6 +89,7 @@ class Hub:
     """
 
     def __init__(self, directory: Path, extra_config: str = "") -> None:
+        directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
         self.port = free_port()
         self.hub_port = free_port()
@@ -129,9 +152,10 @@ class Hub:
         while True:
             if self.process.poll() is not None:
                 msg = f"JupyterHub exited with {self.process.returncode}:\n{self.log_tail()}"
+                self.stop()  # the proxy it started may have outlived it
                 raise RuntimeError(msg)
             with contextlib.suppress(requests.RequestException):
-                if requests.get(f"{self.api_url}/", timeout=2).status_code == 200:
+                if requests.get(self.api_url, timeout=2).status_code == 200:
                     return
             if time.monotonic() > deadline:
                 self.stop()
