@@ -12,6 +12,7 @@ from traitlets import Bool, CaselessStrEnum, Dict, Float, Integer, Type, Unicode
 
 from .events import AuditLog
 from .handlers import (
+    HubLoginHandler,
     InstancesHandler,
     SessionHandler,
     SessionResetHandler,
@@ -234,6 +235,7 @@ class ToolTerminalApp(ExtensionApp):
         self.handlers.extend(
             [
                 (r"/tool-terminal/api/instances", InstancesHandler),
+                (r"/tool-terminal/api/hub-login", HubLoginHandler),
                 (r"/tool-terminal/api/sessions", SessionsHandler),
                 (rf"/tool-terminal/api/sessions/{_ID}", SessionHandler),
                 (rf"/tool-terminal/api/sessions/{_ID}/reset", SessionResetHandler),

@@ -25,6 +25,7 @@ from jupyter_tool_terminal.app import SERVICE_URL_PAGE_CONFIG
 
 from .conftest import BASE_PROCESSES, InstanceFactory, wait_for_processes
 from .hub import REPO, Browser, Hub, free_port, running_hub
+from .terminal_client import TerminalClient
 
 SERVICE = "tool-terminal"
 PREFIX = f"/services/{SERVICE}/"
@@ -329,3 +330,19 @@ async def test_users_servers_have_no_engine_and_their_lab_token_reaches_the_serv
     status, instances = await lab_client.json("GET", f"{API}/instances")
     assert status == 200, instances
     assert hers.name in {instance["id"] for instance in instances}
+
+    # As the JupyterLab extension does: the token (header only) becomes the service's login
+    # cookie, then the terminal's WebSocket authenticates with that cookie alone.
+    response = await lab_client.fetch("POST", f"{API}/hub-login", data=b"")
+    assert response.status_code == 204, response.text
+    model, term = await lab_client.terminal(PREFIX, hers.name)
+    lab_client.token = None
+    socket_only = await lab_client.websocket(f"{PREFIX}tool-terminal/websocket/{model['id']}")
+    cookie_client = TerminalClient(socket_only)
+    assert await cookie_client.next_frame() == ["setup", {}]
+    assert (await cookie_client.run("echo $((6*7))")).strip() == "42"
+    term.ws.close()
+    socket_only.close()
+    # A cookie alone cannot mint a cookie.
+    status, _ = await lab_client.json("POST", f"{API}/hub-login", data=b"")
+    assert status in (400, 403)

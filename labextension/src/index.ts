@@ -33,6 +33,7 @@ import { Poll } from '@lumino/polling';
 import { listInstances } from './api';
 import { toolIcon } from './icons';
 import { ToolTerminalPanel } from './panel';
+import { toolTerminalSettings } from './settings';
 import type { IToolInstance } from './tokens';
 import {
   CommandIDs,
@@ -85,7 +86,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
     translator: ITranslator | null
   ): void => {
     const trans = (translator ?? nullTranslator).load(TRANSLATION_DOMAIN);
-    const serverSettings = app.serviceManager.serverSettings;
+    const serverSettings = toolTerminalSettings(
+      app.serviceManager.serverSettings
+    );
     const category = trans.__('Tool Terminals');
     const tracker = new WidgetTracker<MainAreaWidget<ToolTerminalPanel>>({
       namespace: 'tool-terminal'
