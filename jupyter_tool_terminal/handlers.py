@@ -219,7 +219,7 @@ class HubLoginHandler(ToolTerminalAPIHandler):
         pattern = getattr(hub_auth, "auth_header_pat", None)
         header = self.request.headers.get("Authorization", "")
         match = pattern.match(header) if pattern is not None else None
-        if match is None or not hasattr(hub_auth, "set_cookie"):
+        if match is None or hub_auth is None or not hasattr(hub_auth, "set_cookie"):
             raise web.HTTPError(
                 400, "Only a JupyterHub token in the Authorization header can log in here."
             )
