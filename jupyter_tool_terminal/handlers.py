@@ -16,6 +16,7 @@ from tornado import web
 from tornado.ioloop import PeriodicCallback
 from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
+from . import metrics
 from .manager import SessionError, SessionManager, valid_instance_id, valid_session_id
 from .session import Session, clamp_size
 
@@ -61,6 +62,7 @@ class ToolTerminalMixin(ExtensionHandlerMixin):
         status = handler.get_status()
         manager = self.tool_app.session_manager
         if status >= 400 and manager is not None:
+            metrics.REFUSALS.labels(str(status)).inc()
             # Not `current_user`: a request refused before authentication ran (a foreign Host)
             # has none, and tornado would then call jupyter_server's deprecated getter (raises).
             user = getattr(handler, "_jupyter_current_user", None)
@@ -317,6 +319,7 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
                 session_id=session.id,
                 instance=session.instance.id,
             )
+            metrics.REFUSALS.labels("access revoked").inc()
             self.close(1008, "Access revoked")
 
     async def _executing_owner(self, user: User) -> str | None:

@@ -10,6 +10,7 @@ import re
 import time
 import typing as t
 
+from . import metrics
 from .events import AuditLog
 from .runtime import RuntimeUnavailable, ToolRuntime
 from .session import Session
@@ -207,7 +208,11 @@ class SessionManager:
             tool.name,
             owner,
         )
-        self._audit("open", session, duration=time.monotonic() - started)
+        opened_in = time.monotonic() - started
+        self._audit("open", session, duration=opened_in)
+        metrics.OPENS.labels(instance.runtime).inc()
+        metrics.SESSIONS.labels(instance.runtime).inc()
+        metrics.OPEN_SECONDS.labels(instance.runtime).observe(opened_in)
         return session
 
     def _audit(self, action: str, session: Session, **fields: t.Any) -> None:
@@ -222,7 +227,9 @@ class SessionManager:
         )
 
     def _session_ended(self, session: Session, reason: str, exit_code: int | None) -> None:
-        self.sessions.pop(session.id, None)
+        if self.sessions.pop(session.id, None) is not None:
+            metrics.SESSIONS.labels(session.instance.runtime).dec()
+        metrics.KILLS.labels(reason).inc()
         self._disarm_timer(session)
         self.log.info("Tool terminal %s closed: %s", session.id[:8], reason)
         lived = time.monotonic() - session.created_monotonic
