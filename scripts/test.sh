@@ -44,6 +44,7 @@ if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null && [ "$(id -u)" =
 fi
 step "browser end-to-end test (Debian chromium)"
 bash scripts/test-browser.sh
+bash scripts/test-browser-hub.sh
 
 step "benchmark, quick mode (checks that every measurement path works)"
 python benchmarks/run.py --quick

@@ -82,6 +82,69 @@ def running_hub(directory: Path, extra_config: str = "", attempts: int = 2) -> t
         return
 
 
+def service_mode_config(
+    directory: Path,
+    service: str,
+    *,
+    service_config: str,
+    user_config: str = "",
+    user_environment: dict[str, str] | None = None,
+) -> str:
+    """Hub config for service mode: the tool-terminal service and users' servers without engine.
+
+    ``service_config`` and ``user_config`` are Python appended to the service's and to the
+    users' servers' jupyter config; the users' servers point their JupyterLab at the service.
+    """
+    prefix = f"/services/{service}/"
+    (directory / "service_config.py").write_text(
+        'c = get_config()  # noqa\nc.ToolTerminalApp.runtime = "docker"\n' + service_config
+    )
+    config_dir = directory / "user-config"
+    config_dir.mkdir(exist_ok=True)
+    (config_dir / "jupyter_server_config.py").write_text(
+        "c = get_config()  # noqa\n"
+        "c.ServerApp.allow_root = True\n"
+        'c.ServerApp.jpserver_extensions = {"jupyter_tool_terminal": True}\n'
+        f"c.ToolTerminalApp.service_url = {prefix!r}\n" + user_config
+    )
+    service_command = [
+        sys.executable,
+        "-m",
+        "jupyter_tool_terminal.service",
+        "--ServerApp.allow_root=True",
+        f"--config={directory / 'service_config.py'}",
+    ]
+    environment = {
+        "JUPYTER_CONFIG_DIR": str(config_dir),
+        # The users' servers have no container engine.
+        "DOCKER_HOST": f"unix://{directory}/no-engine-here.sock",
+        **(user_environment or {}),
+    }
+    service_environment = {"PYTHONPATH": str(REPO), "JUPYTER_RUNTIME_DIR": f"{directory}/runtime"}
+    return f"""
+c.JupyterHub.services.append(
+    {{
+        "name": {service!r},
+        "url": "http://127.0.0.1:{free_port()}",
+        "command": {service_command!r},
+        "oauth_no_confirm": True,
+        "environment": {service_environment!r},
+    }}
+)
+c.JupyterHub.load_roles.append(
+    {{"name": "user", "scopes": ["self", "access:services!service={service}"]}}
+)
+c.JupyterHub.spawner_class = "simple"
+c.SimpleLocalProcessSpawner.home_dir_template = "{directory}/home/{{username}}"
+c.Spawner.cmd = [{sys.executable!r}, "-m", "jupyterhub.singleuser"]
+c.Spawner.http_timeout = 60
+c.Spawner.start_timeout = 60
+c.Spawner.environment = {environment!r}
+# Their JupyterLab's Hub token also grants the service.
+c.Spawner.oauth_client_allowed_scopes = ["access:services!service={service}"]
+"""
+
+
 class Hub:
     """One JupyterHub process and everything it starts.
 

@@ -24,7 +24,7 @@ from tornado.httpclient import HTTPClientError
 from jupyter_tool_terminal.app import SERVICE_URL_PAGE_CONFIG
 
 from .conftest import BASE_PROCESSES, InstanceFactory, wait_for_processes
-from .hub import REPO, Browser, Hub, free_port, running_hub
+from .hub import REPO, Browser, Hub, running_hub, service_mode_config
 from .terminal_client import TerminalClient
 
 SERVICE = "tool-terminal"
@@ -34,61 +34,14 @@ RECHECK_INTERVAL = 0.5
 CACHE_AGE = 1
 
 SERVICE_CONFIG = f"""
-c = get_config()  # noqa
-c.ToolTerminalApp.runtime = "docker"
 c.ToolTerminalApp.tool_types = {{"sandbox": {{"display_name": "Sandbox", "shell": ["/bin/sh"]}}}}
 c.ToolTerminalApp.auth_recheck_interval = {RECHECK_INTERVAL}
 c.HubOAuth.cache_max_age = {CACHE_AGE}
 """
 
-USER_SERVER_CONFIG = f"""
-c = get_config()  # noqa
-c.ServerApp.allow_root = True
-c.ServerApp.jpserver_extensions = {{"jupyter_tool_terminal": True}}
-c.ToolTerminalApp.service_url = {PREFIX!r}
-"""
-
 
 def _hub_config(directory: Path) -> str:
-    (directory / "service_config.py").write_text(SERVICE_CONFIG)
-    user_config = directory / "user-config"
-    user_config.mkdir()
-    (user_config / "jupyter_server_config.py").write_text(USER_SERVER_CONFIG)
-    service_command = [
-        sys.executable,
-        "-m",
-        "jupyter_tool_terminal.service",
-        "--ServerApp.allow_root=True",
-        f"--config={directory / 'service_config.py'}",
-    ]
-    return f"""
-c.JupyterHub.services.append(
-    {{
-        "name": {SERVICE!r},
-        "url": "http://127.0.0.1:{free_port()}",
-        "command": {service_command!r},
-        "oauth_no_confirm": True,
-        "environment": {{
-            "PYTHONPATH": {str(REPO)!r},
-            "JUPYTER_RUNTIME_DIR": "{directory}/runtime",
-        }},
-    }}
-)
-c.JupyterHub.load_roles.append(
-    {{"name": "user", "scopes": ["self", "access:services!service={SERVICE}"]}}
-)
-c.JupyterHub.spawner_class = "simple"
-c.SimpleLocalProcessSpawner.home_dir_template = "{directory}/home/{{username}}"
-c.Spawner.cmd = [{sys.executable!r}, "-m", "jupyterhub.singleuser"]
-c.Spawner.http_timeout = 60
-c.Spawner.start_timeout = 60
-# The users' servers have no container engine; their JupyterLab's token also grants the service.
-c.Spawner.environment = {{
-    "JUPYTER_CONFIG_DIR": "{user_config}",
-    "DOCKER_HOST": "unix://{directory}/no-engine-here.sock",
-}}
-c.Spawner.oauth_client_allowed_scopes = ["access:services!service={SERVICE}"]
-"""
+    return service_mode_config(directory, SERVICE, service_config=SERVICE_CONFIG)
 
 
 @pytest.fixture(scope="module")
