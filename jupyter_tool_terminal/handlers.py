@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import typing as t
@@ -26,6 +27,10 @@ if t.TYPE_CHECKING:
 #: The authorization resource of every route: list is ``read``, create/reset/delete ``write``,
 #: and opening a terminal WebSocket ``execute``.
 AUTH_RESOURCE = "jupyter_tool_terminal:terminals"
+#: Seconds an open terminal's access check may take: an identity provider that cannot answer
+#: (a JupyterHub that does not respond, whose client waits for minutes) refuses, and the
+#: terminal closes instead of staying open on credentials nobody can check.
+ACCESS_CHECK_TIMEOUT = 10.0
 #: Where JupyterHub's clients keep a request's user once they looked it up.
 _REMEMBERED_USER_ATTRIBUTES = ("_cached_hub_user", "_jupyterhub_user")
 
@@ -304,7 +309,7 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
         if session is None:
             return
         try:
-            allowed = await self._still_allowed(session)
+            allowed = await asyncio.wait_for(self._still_allowed(session), ACCESS_CHECK_TIMEOUT)
         except Exception as error:  # noqa: BLE001 - an identity provider that fails refuses
             self.log.warning("Tool terminal access check failed: %s", type(error).__name__)
             allowed = False

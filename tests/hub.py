@@ -50,6 +50,22 @@ def proxy_command() -> Path:
     return PROXY_COMMAND
 
 
+def _processes_mentioning(text: str) -> list[int]:
+    """Processes (other than this one) whose command line or environment contains ``text``."""
+    found = []
+    needle = text.encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        with contextlib.suppress(OSError):
+            if (
+                needle in (entry / "cmdline").read_bytes()
+                or needle in (entry / "environ").read_bytes()
+            ):
+                found.append(int(entry.name))
+    return found
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -254,6 +270,12 @@ class Hub:
             # Anything the Hub started and left behind (it runs in its own process group).
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
+        # Services and servers run in sessions of their own; a Hub that died (or was killed by
+        # a test timeout) leaves them. They all carry this Hub's directory in their command
+        # line or environment.
+        for pid in _processes_mentioning(str(self.directory.parent)):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
     # -- the operator's API -------------------------------------------------------------------
 

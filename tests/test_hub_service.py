@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -19,9 +20,11 @@ import typing as t
 from pathlib import Path
 
 import pytest
+import requests
 from tornado.httpclient import HTTPClientError
 
 from jupyter_tool_terminal.app import SERVICE_URL_PAGE_CONFIG
+from jupyter_tool_terminal.handlers import ACCESS_CHECK_TIMEOUT
 
 from .conftest import BASE_PROCESSES, InstanceFactory, wait_for_processes
 from .hub import REPO, Browser, Hub, running_hub, service_mode_config
@@ -299,3 +302,31 @@ async def test_users_servers_have_no_engine_and_their_lab_token_reaches_the_serv
     # A cookie alone cannot mint a cookie.
     status, _ = await lab_client.json("POST", f"{API}/hub-login", data=b"")
     assert status in (400, 403)
+
+
+async def test_with_the_hub_unreachable_nothing_is_served_and_access_returns_with_it(
+    hub: Hub, alice: Browser, make_instance: InstanceFactory
+) -> None:
+    # Last in this module: it freezes the module's Hub for a while.
+    hers = make_instance(owner="alice")
+    _, term = await alice.terminal(PREFIX, hers.name)
+    assert hub.process is not None
+    hub.process.send_signal(signal.SIGSTOP)  # the Hub stops answering (its sockets stay open)
+    try:
+        # Once the service's cached answer is older than its cache age, it must ask the Hub
+        # (a time-based cache: there is no event to wait for).
+        await asyncio.sleep(CACHE_AGE + 0.5)
+        with pytest.raises(requests.Timeout):
+            await alice.fetch(
+                "POST", f"{API}/sessions", data=json.dumps({"instance": hers.name}), timeout=5
+            )
+        # The open terminal's access check cannot get an answer either: closed, not kept.
+        started = time.monotonic()
+        await term.wait_closed(timeout=ACCESS_CHECK_TIMEOUT + 20)
+        assert term.ws.close_code == 1008
+        assert time.monotonic() - started < ACCESS_CHECK_TIMEOUT + 10
+    finally:
+        hub.process.send_signal(signal.SIGCONT)
+    _, again = await alice.terminal(PREFIX, hers.name)
+    assert (await again.run("echo $((6*7))")).strip() == "42"
+    again.ws.close()
