@@ -7,6 +7,9 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 bash scripts/hub-deps.sh
+if [ ! -f jupyter_tool_terminal/labextension/static/style.js ]; then
+  (cd labextension && jlpm install --immutable >/dev/null && jlpm build >/dev/null)
+fi
 (cd ui-tests && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 jlpm install --immutable >/dev/null)
 PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}" python -m tests.hub_browser
 echo
