@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import http.server
 import json
 import os
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import typing as t
 from pathlib import Path
 
+import jupyterhub
 import pytest
 import requests
 from tornado.httpclient import HTTPClientError
@@ -27,7 +30,7 @@ from jupyter_tool_terminal.app import SERVICE_URL_PAGE_CONFIG
 from jupyter_tool_terminal.handlers import ACCESS_CHECK_TIMEOUT
 
 from .conftest import BASE_PROCESSES, InstanceFactory, wait_for_processes
-from .hub import REPO, Browser, Hub, running_hub, service_mode_config
+from .hub import REPO, Browser, Hub, free_port, running_hub, service_mode_config
 from .terminal_client import TerminalClient
 
 SERVICE = "tool-terminal"
@@ -330,3 +333,60 @@ async def test_with_the_hub_unreachable_nothing_is_served_and_access_returns_wit
     _, again = await alice.terminal(PREFIX, hers.name)
     assert (await again.run("echo $((6*7))")).strip() == "42"
     again.ws.close()
+
+
+class _HubVersionHandler(http.server.BaseHTTPRequestHandler):
+    """Answers the Hub API's version request, as far as a starting server asks the Hub."""
+
+    def do_GET(self) -> None:
+        body = json.dumps({"version": jupyterhub.__version__}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: t.Any) -> None:
+        """Quiet."""
+
+
+def test_the_service_refuses_to_serve_with_another_server_extension(tmp_path: Path) -> None:
+    # A config file can enable extensions (JupyterLab's handlers ask no authorizer): the
+    # service must notice and exit instead of serving them.
+    (tmp_path / "config.py").write_text('c.ServerApp.jpserver_extensions = {"jupyterlab": True}\n')
+    hub_api = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _HubVersionHandler)
+    threading.Thread(target=hub_api.serve_forever, daemon=True).start()
+    port = free_port()
+    environment = {
+        **{name: value for name, value in os.environ.items() if not name.startswith("JUPYTER")},
+        "PYTHONPATH": str(REPO),
+        "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
+        "JUPYTERHUB_SERVICE_NAME": "tool-terminal",
+        "JUPYTERHUB_API_TOKEN": "not-checked-here",
+        "JUPYTERHUB_API_URL": f"http://127.0.0.1:{hub_api.server_port}/hub/api",
+        "JUPYTERHUB_SERVICE_PREFIX": "/services/tool-terminal/",
+        "JUPYTERHUB_SERVICE_URL": f"http://127.0.0.1:{port}",
+        "JUPYTERHUB_CLIENT_ID": "service-tool-terminal",
+        "JUPYTERHUB_OAUTH_CALLBACK_URL": "/services/tool-terminal/oauth_callback",
+    }
+    try:
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "jupyter_tool_terminal.service",
+                "--ServerApp.allow_root=True",
+                f"--config={tmp_path / 'config.py'}",
+            ],
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=90,
+            check=False,
+        )
+    finally:
+        hub_api.shutdown()
+        hub_api.server_close()
+    assert result.returncode == 3, result.stderr[-3000:]
+    assert "refusing to serve" in result.stderr
+    assert "jupyterlab" in result.stderr
