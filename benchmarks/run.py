@@ -132,6 +132,8 @@ class Target:
     base: str = ""
     token: str = ""
     container: str = ""
+    #: Whether the server has lagprobe's ``/bench/echo`` (the WebSocket hop alone).
+    hop: bool = True
 
     def ws_base(self) -> str:
         return self.base.replace("http://", "ws://", 1)
@@ -441,7 +443,7 @@ async def measure_echoes(
         for target in targets:
             terms[target.key], _ = await client.open(target)
             await type_keys(terms[target.key], [], count=min(20, plan.keystrokes))
-            if target.kind != "raw":
+            if target.kind != "raw" and target.hop:
                 path = "/bench/echo?" + urllib.parse.urlencode({"prompt": PROMPT})
                 hops[target.key] = WsTerm("hop", await client.websocket(target, path))
                 hop_samples[target.key] = []
@@ -927,6 +929,94 @@ async def churn_worker(spec: dict[str, t.Any]) -> dict[str, t.Any]:
 # -- servers and containers ------------------------------------------------------------------
 
 
+async def measure_hub_modes(client: Client, plan: Plan) -> dict[str, t.Any]:
+    """A terminal through the JupyterHub service against one in the user's own server.
+
+    One real Hub (with configurable-http-proxy) runs both: the tool-terminal service at
+    /services/tool-terminal/ and alice's server with the extension and the engine. Both are
+    reached the same way, through the proxy with a Hub token, and measured with the same
+    open, echo and flood paths; the service must stay within 10% of the per-user server.
+    """
+    sys.path.insert(0, str(REPO))
+    from tests.hub import running_hub, service_mode_config  # noqa: PLC0415 - test helpers
+
+    engine = docker.from_env()
+    container = await asyncio.to_thread(
+        engine.containers.run,
+        IMAGE,
+        name=f"jtt-bench-hub-{secrets.token_hex(4)}",
+        detach=True,
+        init=True,
+        network_mode="none",
+        labels={"jupyter-tool-terminal.owner": "alice", "jupyter-tool-terminal.tool": TOOL},
+    )
+    tool_types = f"c.ToolTerminalApp.tool_types = {{{TOOL!r}: {{'shell': ['/bin/sh']}}}}\n"
+    figures: dict[str, t.Any] = {}
+    try:
+        with tempfile.TemporaryDirectory(prefix="jtt-bench-hub-") as directory:
+            config = service_mode_config(
+                Path(directory),
+                "tool-terminal",
+                service_config=tool_types,
+                # The per-user server holds the engine itself and serves its own terminals.
+                user_config=tool_types + "c.ToolTerminalApp.service_url = ''\n",
+                user_environment={"DOCKER_HOST": os.environ.get("DOCKER_HOST", "")},
+            )
+            running = running_hub(Path(directory), config)
+            hub = await asyncio.to_thread(running.__enter__)
+            try:
+                await asyncio.to_thread(hub.start_server, "alice")
+                token, _ = await asyncio.to_thread(hub.new_token, "alice")
+                targets = [
+                    Target(
+                        "per-user",
+                        "tool",
+                        f"{hub.url}/user/alice",
+                        token,
+                        container.name,
+                        hop=False,
+                    ),
+                    Target(
+                        "service",
+                        "tool",
+                        f"{hub.url}/services/tool-terminal",
+                        token,
+                        container.name,
+                        hop=False,
+                    ),
+                ]
+                deadline = time.monotonic() + 60
+                for target in targets:
+                    while True:  # the managed service may still be starting
+                        try:
+                            term, _ = await client.open(target)
+                            await client.close_term(target, term)
+                            break
+                        except Exception:
+                            if time.monotonic() > deadline:
+                                raise
+                            await asyncio.sleep(0.5)
+                for name, measure in (
+                    ("open", measure_opens),
+                    ("echo", measure_echoes),
+                    ("flood", measure_floods),
+                ):
+                    for key, found in (await measure(client, targets, plan)).items():
+                        figures.setdefault(key, {})[name] = found
+            finally:
+                await asyncio.to_thread(running.__exit__, None, None, None)
+    finally:
+        await asyncio.to_thread(container.remove, force=True)
+        engine.close()
+    user, service = figures["per-user"], figures["service"]
+    figures["service_over_per_user"] = {
+        "open_p50": round(service["open"]["p50_ms"] / user["open"]["p50_ms"], 3),
+        "echo_p50": round(service["echo"]["p50_ms"] / user["echo"]["p50_ms"], 3),
+        "throughput": round(service["flood"]["mb_s"] / user["flood"]["mb_s"], 3),
+    }
+    return figures
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -1304,6 +1394,16 @@ def check_targets(results: dict[str, t.Any], plan: Plan) -> list[dict[str, t.Any
         met = local <= a if lower_is_better else local >= a
         relation = "<=" if lower_is_better else ">="
         checks.append((f"local: {name} {relation} A", met, f"{local} vs A {a}"))
+    hub = figures.get("hub", {}).get("modes", {}).get("service_over_per_user")
+    if hub:
+        # The service is one more process, not one more hop: each within 10% of per-user.
+        checks.append(
+            (
+                "Hub service within 10% of the per-user server (open, echo p50, throughput)",
+                hub["open_p50"] <= 1.1 and hub["echo_p50"] <= 1.1 and hub["throughput"] >= 0.9,
+                ", ".join(f"{name} {value}x" for name, value in hub.items()),
+            )
+        )
     return [{"target": name, "met": bool(ok), "detail": detail} for name, ok, detail in checks]
 
 
@@ -1456,7 +1556,7 @@ async def run(plan: Plan, lab: Lab, only: set[str], phases: set[str]) -> dict[st
     print(f"servers ready in {loop.time() - started:.1f} s; container {container}", flush=True)
 
     client = Client()
-    figures: dict[str, dict[str, t.Any]] = {key: {} for key in targets}
+    figures: dict[str, dict[str, t.Any]] = {key: {} for key in [*targets, "hub"]}
     errors: list[str] = []
 
     async def path(key: str, name: str, work: t.Awaitable[dict[str, t.Any]]) -> None:
@@ -1503,6 +1603,8 @@ async def run(plan: Plan, lab: Lab, only: set[str], phases: set[str]) -> dict[st
         await all_targets("open", measure_opens)
         await all_targets("echo", measure_echoes)
         await all_targets("flood", measure_floods)
+        if "hub" in only:
+            await path("hub", "modes", measure_hub_modes(client, plan))
         for key in order:
             if "churn" in phases:
                 # The figure: one loop opening and closing a session at most 5 times a second.
@@ -1570,7 +1672,10 @@ def main(argv: list[str] | None = None) -> int:
         help="PNG plot (default: docs/benchmark.png for a whole full run, else results/)",
     )
     parser.add_argument(
-        "--only", default=",".join(KEYS_ALL), help="comma-separated subset of tool,local,A,B,C"
+        "--only",
+        default=",".join([*KEYS_ALL, "hub"]),
+        help="comma-separated subset of tool,local,A,B,C,hub (hub: the JupyterHub service "
+        "against the per-user server, through a real Hub)",
     )
     parser.add_argument(
         "--phases",
@@ -1621,7 +1726,7 @@ def main(argv: list[str] | None = None) -> int:
     for check in results["checks"]:
         print(f"  [{'met' if check['met'] else 'MISSED'}] {check['target']}: {check['detail']}")
     # Only a whole full run replaces the README's plot; a quick or partial one goes to results/.
-    partial = only != set(KEYS_ALL) or phases != {*default.split(",")}
+    partial = only != {*KEYS_ALL, "hub"} or phases != {*default.split(",")}
     plot_path = args.plot or (
         HERE / "results" / f"{results['mode']}-{stamp}.png"
         if plan.quick or partial

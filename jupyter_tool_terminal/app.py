@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import getpass
 import os
 
@@ -12,6 +13,7 @@ from traitlets import Bool, CaselessStrEnum, Dict, Float, Integer, List, Type, U
 
 from .events import AuditLog
 from .handlers import (
+    HubLoginHandler,
     InstancesHandler,
     ObserverHandler,
     ObserversHandler,
@@ -22,6 +24,7 @@ from .handlers import (
 )
 from .manager import SessionManager
 from .recording import Recorder, Redactor
+from .page import ToolTilesPage
 from .runtime import RuntimeUnavailable, ToolRuntime
 from .runtime.docker import DockerRuntime
 from .runtime.local import LocalRuntime
@@ -30,6 +33,10 @@ from .tooltypes import ToolType, ToolTypeError, parse_tool_types
 # Handlers match any single path segment; ids are validated strictly by the manager, so that
 # a malformed id gets the same 403 as an unknown one.
 _ID = r"([^/]+)"
+#: The `web_app.settings` key of the tool terminals' last input or output (contract).
+LAST_ACTIVITY_SETTING = "tool_terminal_last_activity"
+#: The JupyterLab page-config key carrying `service_url` to the frontend.
+SERVICE_URL_PAGE_CONFIG = "toolTerminalServiceUrl"
 
 
 class ToolTerminalApp(ExtensionApp):
@@ -242,6 +249,13 @@ class ToolTerminalApp(ExtensionApp):
         Unicode(),
         help="""Strings replaced by [REDACTED] wherever they appear in recordings (for
         example a deployment's shared demo password).""",
+    service_url = Unicode(
+        "",
+        help="""The URL of a jupyter-tool-terminal JupyterHub service (for example
+        "/services/tool-terminal/"), set in users' single-user servers: their JupyterLab then
+        lists tool tiles and opens terminals through that service, authenticated by the Hub,
+        instead of this server (which then needs no container engine). Empty: this server
+        serves the tool terminals itself.""",
     ).tag(config=True)
 
     #: The runtime that runs the shells (created at start-up unless a test or embedder set one).
@@ -266,6 +280,11 @@ class ToolTerminalApp(ExtensionApp):
 
     def initialize_settings(self) -> None:
         """Validate the tool types and create the session manager."""
+        # JupyterLab's page config tells the frontend where the tool terminals are.
+        web_app = getattr(self.serverapp, "web_app", None)
+        if web_app is not None and self.service_url:
+            page_config = web_app.settings.setdefault("page_config_data", {})
+            page_config[SERVICE_URL_PAGE_CONFIG] = self.service_url
         try:
             tool_types = parse_tool_types(self.tool_types)
         except ToolTypeError as error:
@@ -304,6 +323,7 @@ class ToolTerminalApp(ExtensionApp):
                 log=self.log,
             ),
             audit=AuditLog(getattr(self.serverapp, "event_logger", None), self.log),
+            on_activity=self._record_activity,
         )
 
     def _make_runtime(self, tool_types: dict[str, ToolType]) -> ToolRuntime | None:
@@ -366,14 +386,23 @@ class ToolTerminalApp(ExtensionApp):
         self.handlers.extend(
             [
                 (r"/tool-terminal/api/instances", InstancesHandler),
+                (r"/tool-terminal/api/hub-login", HubLoginHandler),
                 (r"/tool-terminal/api/sessions", SessionsHandler),
                 (rf"/tool-terminal/api/sessions/{_ID}", SessionHandler),
                 (rf"/tool-terminal/api/sessions/{_ID}/reset", SessionResetHandler),
                 (rf"/tool-terminal/api/sessions/{_ID}/observers", ObserversHandler),
                 (rf"/tool-terminal/api/sessions/{_ID}/observers/{_ID}", ObserverHandler),
                 (rf"/tool-terminal/websocket/{_ID}", TerminalSocket),
+                (r"/tool-terminal/?", ToolTilesPage),
             ]
         )
+
+    def _record_activity(self, moment: datetime.datetime) -> None:
+        # jupyter_server's last activity (`/api/status`, what a JupyterHub single-user server
+        # reports to the Hub for idle culling) is the latest `*_last_activity` setting.
+        web_app = getattr(self.serverapp, "web_app", None)
+        if web_app is not None:
+            web_app.settings[LAST_ACTIVITY_SETTING] = moment
 
     def current_activity(self) -> bool:
         """Whether any tool terminal is open (keeps an idle-shutdown server alive)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import typing as t
@@ -16,6 +17,7 @@ from tornado import web
 from tornado.ioloop import PeriodicCallback
 from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
+from . import metrics
 from .manager import SessionError, SessionManager, valid_instance_id, valid_session_id
 from .session import Session, clamp_size
 
@@ -25,6 +27,12 @@ if t.TYPE_CHECKING:
 #: The authorization resource of every route: list is ``read``, create/reset/delete ``write``,
 #: and opening a terminal WebSocket ``execute``.
 AUTH_RESOURCE = "jupyter_tool_terminal:terminals"
+#: Seconds an open terminal's access check may take: an identity provider that cannot answer
+#: (a JupyterHub that does not respond, whose client waits for minutes) refuses, and the
+#: terminal closes instead of staying open on credentials nobody can check.
+ACCESS_CHECK_TIMEOUT = 10.0
+#: Where JupyterHub's clients keep a request's user once they looked it up.
+_REMEMBERED_USER_ATTRIBUTES = ("_cached_hub_user", "_jupyterhub_user")
 
 
 def _reject_constant(name: str) -> t.NoReturn:
@@ -59,6 +67,7 @@ class ToolTerminalMixin(ExtensionHandlerMixin):
         status = handler.get_status()
         manager = self.tool_app.session_manager
         if status >= 400 and manager is not None:
+            metrics.REFUSALS.labels(str(status)).inc()
             # Not `current_user`: a request refused before authentication ran (a foreign Host)
             # has none, and tornado would then call jupyter_server's deprecated getter (raises).
             user = getattr(handler, "_jupyter_current_user", None)
@@ -261,6 +270,33 @@ class SessionResetHandler(OwnSessionHandler):
         self.finish(json.dumps(session.model()))
 
 
+class HubLoginHandler(ToolTerminalAPIHandler):
+    """``POST /tool-terminal/api/hub-login``: this request's Hub token as the login cookie.
+
+    A browser cannot put a header on a WebSocket. A JupyterLab that reaches the tool-terminal
+    service of a JupyterHub (``service_url``) with its Hub token in the ``Authorization`` header
+    calls this first; the service sets its own login cookie (HttpOnly, on its own path) for that
+    token, as its OAuth callback would, so the terminals' WebSockets authenticate with the cookie
+    and no token ever appears in a URL.
+    """
+
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        """Set the login cookie; 400 unless the token came in the Authorization header."""
+        hub_auth = getattr(self.identity_provider, "hub_auth", None)
+        pattern = getattr(hub_auth, "auth_header_pat", None)
+        header = self.request.headers.get("Authorization", "")
+        match = pattern.match(header) if pattern is not None else None
+        if match is None or hub_auth is None or not hasattr(hub_auth, "set_cookie"):
+            raise web.HTTPError(
+                400, "Only a JupyterHub token in the Authorization header can log in here."
+            )
+        hub_auth.set_cookie(self, match.group(1))
+        self.set_status(204)
+        self.finish()
+
+
 class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, JupyterHandler):
     """``/tool-terminal/websocket/{session_id}``: terminado's protocol over one session."""
 
@@ -359,7 +395,7 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
         if session is None:
             return
         try:
-            allowed = await self._still_allowed(session)
+            allowed = await asyncio.wait_for(self._still_allowed(session), ACCESS_CHECK_TIMEOUT)
         except Exception as error:  # noqa: BLE001 - an identity provider that fails refuses
             self.log.warning("Tool terminal access check failed: %s", type(error).__name__)
             allowed = False
@@ -374,6 +410,7 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
                 session_id=session.id,
                 instance=session.instance.id,
             )
+            metrics.REFUSALS.labels("access revoked").inc()
             self.close(1008, "Access revoked")
 
     async def _executing_owner(self, user: User) -> str | None:
@@ -387,11 +424,13 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
 
     async def _still_allowed(self, session: Session) -> bool:
         # Identity providers remember the user per request (jupyter_server in
-        # `_jupyter_current_user`, JupyterHub's HubAuth in `_cached_hub_user`); forget it so
-        # that the credentials themselves are checked again.
+        # `_jupyter_current_user`, JupyterHub's HubAuth in `_cached_hub_user` and its
+        # single-user identity provider in `_jupyterhub_user`); forget it so that the
+        # credentials themselves are checked again.
         self._jupyter_current_user = None
-        if hasattr(self, "_cached_hub_user"):
-            delattr(self, "_cached_hub_user")
+        for remembered in _REMEMBERED_USER_ATTRIBUTES:
+            if hasattr(self, remembered):
+                delattr(self, remembered)
         user = await ensure_async(self.identity_provider.get_user(self))
         if not isinstance(user, User):
             return False

@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import datetime
 import logging
 import re
 import time
 import typing as t
 
+from . import metrics
 from .events import AuditLog
 from .recording import Recorder, RecordingError
 from .runtime import RuntimeUnavailable, ToolRuntime
@@ -119,6 +121,7 @@ class SessionManager:
         scrollback_lines: int = 500,
         audit: AuditLog | None = None,
         recorder: Recorder | None = None,
+        on_activity: t.Callable[[datetime.datetime], None] | None = None,
     ) -> None:
         self.runtime = runtime
         self.tool_types = dict(tool_types)
@@ -138,6 +141,8 @@ class SessionManager:
         self.audit = audit or AuditLog(None, log)
         #: Starts the recordings of tool types that record (``None``: recording unavailable).
         self.recorder = recorder
+        #: Called with the time of a session's input or output (at most once a second each).
+        self.on_activity = on_activity
         self.sessions: dict[str, Session] = {}
         # Slots taken by sessions still starting, so that limits hold under concurrency.
         self._starting: dict[str, int] = {}
@@ -308,6 +313,7 @@ class SessionManager:
                 input_limit=self.input_limit,
                 scrollback_lines=self.scrollback_lines,
                 on_ended=self._session_ended,
+                on_activity=self.on_activity,
                 log=self.log,
             )
             if tool.record:
@@ -336,7 +342,11 @@ class SessionManager:
             tool.name,
             owner,
         )
-        self._audit("open", session, duration=time.monotonic() - started)
+        opened_in = time.monotonic() - started
+        self._audit("open", session, duration=opened_in)
+        metrics.OPENS.labels(instance.runtime).inc()
+        metrics.SESSIONS.labels(instance.runtime).inc()
+        metrics.OPEN_SECONDS.labels(instance.runtime).observe(opened_in)
         return session
 
     async def _start_recording(self, session: Session) -> None:
@@ -369,7 +379,9 @@ class SessionManager:
         )
 
     def _session_ended(self, session: Session, reason: str, exit_code: int | None) -> None:
-        self.sessions.pop(session.id, None)
+        if self.sessions.pop(session.id, None) is not None:
+            metrics.SESSIONS.labels(session.instance.runtime).dec()
+        metrics.KILLS.labels(reason).inc()
         self._disarm_timer(session)
         self.log.info("Tool terminal %s closed: %s", session.id[:8], reason)
         lived = time.monotonic() - session.created_monotonic

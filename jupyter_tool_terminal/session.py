@@ -8,6 +8,7 @@ import contextlib
 import datetime
 import json
 import logging
+import math
 import secrets
 import time
 import typing as t
@@ -33,6 +34,9 @@ READ_CHUNK = 64 * 1024
 #: echo of a fast typist's keystrokes (small frames in quick succession) is never held back.
 COALESCE_BYTES = 1024
 FRAME_INTERVAL = 0.002
+#: Seconds between two reports of a session's activity to the server (its idle-culling clock):
+#: a flood of output costs one report per interval, not one per frame.
+ACTIVITY_REPORT_INTERVAL = 1.0
 
 
 class TerminalClient(t.Protocol):
@@ -87,6 +91,7 @@ class Session:
         scrollback_lines: int = 500,
         on_ended: t.Callable[[Session, str, int | None], None],
         log: logging.Logger,
+        on_activity: t.Callable[[datetime.datetime], None] | None = None,
     ) -> None:
         self.id = secrets.token_urlsafe(24)
         self.owner = owner
@@ -110,6 +115,8 @@ class Session:
         #: What the terminal shows, for clients that attach later (a reload, an observer).
         self.screen = ScreenModel(scrollback_lines=scrollback_lines, lookback=replay_limit)
         self._on_ended = on_ended
+        self._on_activity = on_activity
+        self._activity_reported = -math.inf
         self._log = log
         self._channel: ShellChannel | None = None
         self._pump_task: asyncio.Task[None] | None = None
@@ -139,7 +146,13 @@ class Session:
 
     def _touch(self) -> None:
         self.last_activity = _now()
-        self.last_activity_monotonic = time.monotonic()
+        self.last_activity_monotonic = now = time.monotonic()
+        if (
+            self._on_activity is not None
+            and now - self._activity_reported >= ACTIVITY_REPORT_INTERVAL
+        ):
+            self._activity_reported = now
+            self._on_activity(self.last_activity)
 
     # -- starting and stopping the shell ------------------------------------------------------
 

@@ -12,6 +12,7 @@ step() { printf '\n== %s\n' "$*"; }
 engine_was_up=$(docker info >/dev/null 2>&1 && echo yes || echo no)
 bash scripts/engine.sh
 bash scripts/setup.sh "test,benchmark"
+bash scripts/hub-deps.sh
 # Everything below runs in the project's virtual environment.
 export PATH="${JTT_VENV:-$repo/.venv}/bin:$PATH"
 if [ "$engine_was_up" = no ]; then
@@ -60,6 +61,7 @@ stage "frontend: typecheck, lint, unit tests" bash scripts/test-frontend.sh
 stage "packaging: server and lab extensions enabled and OK" extensions_enabled
 stage "packaging: the wheel, installed into a fresh environment" bash scripts/check-wheel.sh
 stage "browser end-to-end test (Debian chromium)" browser_stage
+stage "browser test through JupyterHub (service mode, Debian chromium)" bash scripts/test-browser-hub.sh
 stage "Binder demo: binder/ in a fresh environment, no Docker, contract and browser" bash scripts/test-binder.sh
 stage "benchmark, quick mode (every measurement path works)" python benchmarks/run.py --quick
 

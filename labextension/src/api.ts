@@ -4,6 +4,7 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
+import { isServiceSettings } from './settings';
 import type { ISessionModel, IToolInstance } from './tokens';
 import { URL_NAMESPACE } from './tokens';
 
@@ -66,6 +67,38 @@ export async function listInstances(
 }
 
 /**
+ * Logins to services already asked for, by service base URL.
+ */
+const serviceLogins = new Map<string, Promise<void>>();
+
+/**
+ * Make sure the terminal WebSockets of a JupyterHub tool-terminal service
+ * will authenticate: the service turns the page's Hub token (sent in the
+ * `Authorization` header) into its own HttpOnly login cookie, which the
+ * browser then sends with the WebSockets. Asked once per page and service;
+ * a failure is asked again next time. Nothing to do for the page's own server.
+ *
+ * @param serverSettings - The tool terminals' server settings.
+ */
+export async function ensureWebSocketLogin(
+  serverSettings: ServerConnection.ISettings
+): Promise<void> {
+  if (!isServiceSettings(serverSettings)) {
+    return;
+  }
+  const key = serverSettings.baseUrl;
+  let login = serviceLogins.get(key);
+  if (login === undefined) {
+    login = requestAPI<unknown>('hub-login', serverSettings, {
+      method: 'POST'
+    }).then(() => undefined);
+    serviceLogins.set(key, login);
+    login.catch(() => serviceLogins.delete(key));
+  }
+  await login;
+}
+
+/**
  * Start a new terminal session in a tool instance.
  *
  * @param instance - The tool instance id.
@@ -76,6 +109,7 @@ export async function createSession(
   instance: string,
   serverSettings: ServerConnection.ISettings
 ): Promise<ISessionModel> {
+  await ensureWebSocketLogin(serverSettings);
   return requestAPI<ISessionModel>('sessions', serverSettings, {
     method: 'POST',
     body: JSON.stringify({ instance })
@@ -97,6 +131,7 @@ export async function getSession(
   if (id === '') {
     throw new Error('A session id cannot be empty');
   }
+  await ensureWebSocketLogin(serverSettings);
   const data = await requestAPI<unknown>(
     `sessions/${encodeURIComponent(id)}`,
     serverSettings

@@ -21,6 +21,7 @@ import type { ToolTerminalPanel } from './panel';
 import { restorePanels } from './restorer';
 import { RunningToolTerminals } from './running';
 import { LauncherTiles } from './tiles';
+import { toolTerminalSettings } from './settings';
 import {
   CommandIDs,
   EXTENSION_ID,
@@ -96,7 +97,9 @@ function activate(
   runningSessionManagers: IRunningSessionManagers | null
 ): IToolTerminalTracker {
   const trans = (translator ?? nullTranslator).load(TRANSLATION_DOMAIN);
-  const serverSettings = app.serviceManager.serverSettings;
+  const serverSettings = toolTerminalSettings(
+    app.serviceManager.serverSettings
+  );
   const category = trans.__('Tool Terminals');
   const tracker = new WidgetTracker<MainAreaWidget<ToolTerminalPanel>>({
     namespace: 'tool-terminal'

@@ -25,6 +25,7 @@ import { Terminal } from '@jupyterlab/terminal';
 import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 
 import { requestAPI } from './api';
+import { toolTerminalSettings } from './settings';
 import { ToolTerminalConnection } from './connection';
 import type { ISessionModel } from './tokens';
 import {
@@ -156,7 +157,9 @@ export const observePlugin: JupyterFrontEndPlugin<void> = {
     translator: ITranslator | null
   ): void => {
     const trans = (translator ?? nullTranslator).load(TRANSLATION_DOMAIN);
-    const serverSettings = app.serviceManager.serverSettings;
+    const serverSettings = toolTerminalSettings(
+      app.serviceManager.serverSettings
+    );
     const category = trans.__('Tool Terminals');
 
     app.commands.addCommand(ObserveCommandIDs.share, {

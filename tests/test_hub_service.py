@@ -1,0 +1,392 @@
+"""Service mode behind a real JupyterHub: `jupyter-tool-terminal-service` as a Hub-managed service.
+
+One Hub serves the whole module: the service (the only process with the Docker Engine) at
+/services/tool-terminal/, and alice's and bob's own servers, which run with DOCKER_HOST pointing
+nowhere and `service_url` set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import http.server
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import typing as t
+from pathlib import Path
+
+import jupyterhub
+import pytest
+import requests
+from tornado.httpclient import HTTPClientError
+
+from jupyter_tool_terminal.app import SERVICE_URL_PAGE_CONFIG
+from jupyter_tool_terminal.handlers import ACCESS_CHECK_TIMEOUT
+
+from .conftest import BASE_PROCESSES, InstanceFactory, wait_for_processes
+from .hub import REPO, Browser, Hub, free_port, running_hub, service_mode_config
+from .terminal_client import TerminalClient
+
+SERVICE = "tool-terminal"
+PREFIX = f"/services/{SERVICE}/"
+API = f"{PREFIX}tool-terminal/api"
+RECHECK_INTERVAL = 0.5
+CACHE_AGE = 1
+
+SERVICE_CONFIG = f"""
+c.ToolTerminalApp.tool_types = {{"sandbox": {{"display_name": "Sandbox", "shell": ["/bin/sh"]}}}}
+c.ToolTerminalApp.auth_recheck_interval = {RECHECK_INTERVAL}
+c.HubOAuth.cache_max_age = {CACHE_AGE}
+"""
+
+
+def _hub_config(directory: Path) -> str:
+    return service_mode_config(directory, SERVICE, service_config=SERVICE_CONFIG)
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory: pytest.TempPathFactory) -> t.Iterator[Hub]:
+    """A running Hub with the tool-terminal service."""
+    directory = tmp_path_factory.mktemp("hub-service")
+    with running_hub(directory, _hub_config(directory)) as hub:
+        deadline = time.monotonic() + 60
+        # The Hub answers before its managed service does.
+        while Browser(hub).request("GET", f"{API}/instances").status_code != 403:
+            assert time.monotonic() < deadline, hub.log_tail()
+            time.sleep(0.2)
+        yield hub
+
+
+def _login(hub: Hub, name: str) -> Browser:
+    browser = Browser(hub, name)
+    browser.login()
+    # The service's page sends the browser through the Hub's OAuth and sets its cookie.
+    page = browser.request("GET", PREFIX)
+    assert page.status_code == 200, page.text
+    return browser
+
+
+@pytest.fixture
+def alice(hub: Hub) -> Browser:
+    """Alice, logged in at the Hub and at the service."""
+    return _login(hub, "alice")
+
+
+@pytest.fixture
+def bob(hub: Hub) -> Browser:
+    """Bob, logged in at the Hub and at the service."""
+    return _login(hub, "bob")
+
+
+def test_outside_a_hub_the_service_exits_with_a_clear_message() -> None:
+    environment = {
+        name: value for name, value in os.environ.items() if not name.startswith("JUPYTERHUB_")
+    }
+    environment["PYTHONPATH"] = str(REPO)
+    result = subprocess.run(
+        [sys.executable, "-m", "jupyter_tool_terminal.service"],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "must be started by JupyterHub as a managed service" in result.stderr
+    assert "JUPYTERHUB_API_TOKEN" in result.stderr
+
+
+def test_the_console_script_is_the_service() -> None:
+    text = (REPO / "pyproject.toml").read_text()
+    assert 'jupyter-tool-terminal-service = "jupyter_tool_terminal.service:main"' in text
+
+
+async def test_without_a_hub_login_nothing_is_served(
+    hub: Hub, make_instance: InstanceFactory
+) -> None:
+    container = make_instance(owner="alice")
+    anonymous = Browser(hub)
+    status, _ = await anonymous.json("GET", f"{API}/instances")
+    assert status == 403
+    status, _ = await anonymous.json(
+        "POST", f"{API}/sessions", data=json.dumps({"instance": container.name})
+    )
+    assert status == 403
+    page = await anonymous.fetch("GET", PREFIX + "tool-terminal/", allow_redirects=False)
+    assert page.status_code == 302
+    assert "/hub/api/oauth2/authorize" in page.headers["Location"]
+    assert container.name not in page.text
+    # Following the redirects ends at the Hub's login form, not at the service.
+    login = await anonymous.visit(PREFIX)
+    assert login.url.startswith(f"{hub.url}/hub/login"), login.url
+    assert container.name not in login.text
+
+
+async def test_alice_and_bob_each_reach_only_their_own_instances(
+    alice: Browser, bob: Browser, make_instance: InstanceFactory
+) -> None:
+    hers = make_instance(owner="alice")
+    his = make_instance(owner="bob")
+    page = await alice.visit(PREFIX)
+    assert hers.name in page.text
+    assert his.name not in page.text
+    for browser, own, other in ((alice, hers, his), (bob, his, hers)):
+        status, instances = await browser.json("GET", f"{API}/instances")
+        assert status == 200, instances
+        # (Other tests on this engine may hold instances of the same names: no exact lists.)
+        ids = {instance["id"] for instance in instances}
+        assert own.name in ids
+        assert other.name not in ids
+        _, term = await browser.terminal(PREFIX, own.name)
+        assert (await term.run("echo $((6*7))")).strip() == "42"
+        term.ws.close()
+        status, _ = await browser.json(
+            "POST", f"{API}/sessions", data=json.dumps({"instance": other.name})
+        )
+        assert status == 403
+
+    model, term = await alice.terminal(PREFIX, hers.name)
+    session = model["id"]
+    assert [
+        (await bob.json("GET", f"{API}/sessions/{session}"))[0],
+        (await bob.json("POST", f"{API}/sessions/{session}/reset"))[0],
+        (await bob.json("DELETE", f"{API}/sessions/{session}"))[0],
+    ] == [403, 403, 403]
+    with pytest.raises(HTTPClientError) as refused:
+        await bob.websocket(f"{PREFIX}tool-terminal/websocket/{session}")
+    assert refused.value.code == 403
+    assert (await term.run("echo still-hers")).strip() == "still-hers"
+    term.ws.close()
+
+
+#: Every jupyter_server resource but this extension's, as a user would try it.
+REFUSED = [
+    ("GET", "api/kernels", None),
+    ("POST", "api/kernels", {"name": "python3"}),
+    ("GET", "api/sessions", None),
+    ("POST", "api/sessions", {"path": "x.ipynb", "type": "notebook", "kernel": {}}),
+    ("GET", "api/contents", None),
+    ("PUT", "api/contents/planted.txt", {"type": "file", "format": "text", "content": "x"}),
+    ("GET", "files/service_config.py", None),
+    ("GET", "api/kernelspecs", None),
+    ("GET", "nbconvert/html/x.ipynb", None),
+    ("GET", "api/nbconvert", None),
+    ("GET", "api/config/notebook", None),
+    ("PATCH", "api/config/notebook", {"x": 1}),
+    ("POST", "api/events", {"schema_id": "x", "version": 1, "data": {}}),
+    ("GET", "api/status", None),
+    ("POST", "api/shutdown", None),
+]
+
+
+def _parent_of(entry: Path) -> int | None:
+    try:
+        match = re.search(r"^PPid:\s+(\d+)", (entry / "status").read_text(), re.MULTILINE)
+    except OSError:
+        return None
+    return int(match.group(1)) if match else None
+
+
+def _service_children(hub: Hub) -> list[int]:
+    """The processes the service started (the service is the one running with our config)."""
+    processes = [entry for entry in Path("/proc").iterdir() if entry.name.isdigit()]
+    marker = str(hub.directory.parent / "service_config.py").encode()
+    services = set()
+    for entry in processes:
+        with contextlib.suppress(OSError):
+            if marker in (entry / "cmdline").read_bytes():
+                services.add(int(entry.name))
+    assert services, "the service process was not found"
+    return [int(entry.name) for entry in processes if _parent_of(entry) in services]
+
+
+@pytest.mark.parametrize("by_token", [False, True], ids=["cookie", "token"])
+async def test_everything_but_tool_terminals_is_refused_and_nothing_starts(
+    hub: Hub, alice: Browser, by_token: bool
+) -> None:
+    if by_token:
+        alice = Browser(hub, "alice")
+        alice.token, _ = await asyncio.to_thread(hub.new_token, "alice")
+    answers = {}
+    for method, path, body in REFUSED:
+        data = json.dumps(body) if body is not None else (b"" if method != "GET" else None)
+        status, reply = await alice.json(method, PREFIX + path, data=data)
+        answers[f"{method} {path}"] = status
+        assert "alice" not in json.dumps(reply or {}), (path, reply)
+    assert answers == {f"{method} {path}": 403 for method, path, _ in REFUSED}
+    # Who am I answers with the caller's own identity only, and no permission but ours.
+    asked = {
+        "kernels": ["read", "execute"],
+        "contents": ["read", "write"],
+        "terminals": ["execute"],
+    }
+    status, me = await alice.json(
+        "GET", PREFIX + "api/me", params={"permissions": json.dumps(asked)}
+    )
+    assert status == 200
+    assert me["identity"]["username"] == "alice"
+    assert {resource: me["permissions"][resource] for resource in asked} == {
+        resource: [] for resource in asked
+    }
+    # General terminals are not even served (no terminal extension is loaded).
+    status, _ = await alice.json("POST", PREFIX + "api/terminals", data=b"")
+    assert status in (403, 404)
+    assert await asyncio.to_thread(_service_children, hub) == []
+    assert not list(hub.directory.parent.rglob("planted.txt"))
+
+
+async def test_logout_ends_access_and_closes_open_terminals_others_unaffected(
+    hub: Hub, alice: Browser, bob: Browser, make_instance: InstanceFactory
+) -> None:
+    hers = make_instance(owner="alice")
+    his = make_instance(owner="bob")
+    _, alice_term = await alice.terminal(PREFIX, hers.name)
+    _, bob_term = await bob.terminal(PREFIX, his.name)
+    assert (await alice_term.run("echo $((6*7))")).strip() == "42"
+    old_cookies = alice.http.cookies.copy()
+
+    await alice.fetch("GET", "/hub/logout")
+    started = time.monotonic()
+    await alice_term.wait_closed(timeout=RECHECK_INTERVAL + CACHE_AGE + 10)
+    assert alice_term.ws.close_code == 1008
+    assert time.monotonic() - started < RECHECK_INTERVAL + CACHE_AGE + 5
+    processes = await wait_for_processes(hers, BASE_PROCESSES, timeout=10)
+    assert set(processes) <= BASE_PROCESSES, processes
+
+    replay = Browser(hub, "alice")
+    replay.http.cookies.update(old_cookies)
+    status, _ = await replay.json("GET", f"{API}/instances")
+    assert status == 403
+    for _ in range(3):
+        assert (await bob_term.run("echo $((6*7))")).strip() == "42"
+    assert not bob_term.closed
+    bob_term.ws.close()
+
+
+async def test_users_servers_have_no_engine_and_their_lab_token_reaches_the_service(
+    hub: Hub, alice: Browser, make_instance: InstanceFactory
+) -> None:
+    hers = make_instance(owner="alice")
+    await asyncio.to_thread(hub.start_server, "alice")
+    lab = await alice.visit("/user/alice/lab")
+    assert lab.status_code == 200
+    page_config = json.loads(
+        re.search(r'id="jupyter-config-data"[^>]*>(.*?)</script>', lab.text, re.S).group(1)  # type: ignore[union-attr]
+    )
+    assert page_config[SERVICE_URL_PAGE_CONFIG] == PREFIX
+    # Alice's own server has no engine to reach.
+    status, _ = await alice.json("GET", "/user/alice/tool-terminal/api/instances")
+    assert status == 503
+    # The token her JupyterLab holds is good at the service (header only, no cookie).
+    lab_client = Browser(hub, "alice")
+    lab_client.token = page_config["token"]
+    status, instances = await lab_client.json("GET", f"{API}/instances")
+    assert status == 200, instances
+    assert hers.name in {instance["id"] for instance in instances}
+
+    # As the JupyterLab extension does: the token (header only) becomes the service's login
+    # cookie, then the terminal's WebSocket authenticates with that cookie alone.
+    response = await lab_client.fetch("POST", f"{API}/hub-login", data=b"")
+    assert response.status_code == 204, response.text
+    model, term = await lab_client.terminal(PREFIX, hers.name)
+    lab_client.token = None
+    socket_only = await lab_client.websocket(f"{PREFIX}tool-terminal/websocket/{model['id']}")
+    cookie_client = TerminalClient(socket_only)
+    assert await cookie_client.next_frame() == ["setup", {}]
+    assert (await cookie_client.run("echo $((6*7))")).strip() == "42"
+    term.ws.close()
+    socket_only.close()
+    # A cookie alone cannot mint a cookie.
+    status, _ = await lab_client.json("POST", f"{API}/hub-login", data=b"")
+    assert status in (400, 403)
+
+
+async def test_with_the_hub_unreachable_nothing_is_served_and_access_returns_with_it(
+    hub: Hub, alice: Browser, make_instance: InstanceFactory
+) -> None:
+    # Last in this module: it freezes the module's Hub for a while.
+    hers = make_instance(owner="alice")
+    _, term = await alice.terminal(PREFIX, hers.name)
+    assert hub.process is not None
+    hub.process.send_signal(signal.SIGSTOP)  # the Hub stops answering (its sockets stay open)
+    try:
+        # Once the service's cached answer is older than its cache age, it must ask the Hub
+        # (a time-based cache: there is no event to wait for).
+        await asyncio.sleep(CACHE_AGE + 0.5)
+        with pytest.raises(requests.Timeout):
+            await alice.fetch(
+                "POST", f"{API}/sessions", data=json.dumps({"instance": hers.name}), timeout=5
+            )
+        # The open terminal's access check cannot get an answer either: closed, not kept.
+        started = time.monotonic()
+        await term.wait_closed(timeout=ACCESS_CHECK_TIMEOUT + 20)
+        assert term.ws.close_code == 1008
+        assert time.monotonic() - started < ACCESS_CHECK_TIMEOUT + 10
+    finally:
+        hub.process.send_signal(signal.SIGCONT)
+    _, again = await alice.terminal(PREFIX, hers.name)
+    assert (await again.run("echo $((6*7))")).strip() == "42"
+    again.ws.close()
+
+
+class _HubVersionHandler(http.server.BaseHTTPRequestHandler):
+    """Answers the Hub API's version request, as far as a starting server asks the Hub."""
+
+    def do_GET(self) -> None:
+        body = json.dumps({"version": jupyterhub.__version__}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: t.Any) -> None:
+        """Quiet."""
+
+
+def test_the_service_refuses_to_serve_with_another_server_extension(tmp_path: Path) -> None:
+    # A config file can enable extensions (JupyterLab's handlers ask no authorizer): the
+    # service must notice and exit instead of serving them.
+    (tmp_path / "config.py").write_text('c.ServerApp.jpserver_extensions = {"jupyterlab": True}\n')
+    hub_api = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _HubVersionHandler)
+    threading.Thread(target=hub_api.serve_forever, daemon=True).start()
+    port = free_port()
+    environment = {
+        **{name: value for name, value in os.environ.items() if not name.startswith("JUPYTER")},
+        "PYTHONPATH": str(REPO),
+        "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
+        "JUPYTERHUB_SERVICE_NAME": "tool-terminal",
+        "JUPYTERHUB_API_TOKEN": "not-checked-here",
+        "JUPYTERHUB_API_URL": f"http://127.0.0.1:{hub_api.server_port}/hub/api",
+        "JUPYTERHUB_SERVICE_PREFIX": "/services/tool-terminal/",
+        "JUPYTERHUB_SERVICE_URL": f"http://127.0.0.1:{port}",
+        "JUPYTERHUB_CLIENT_ID": "service-tool-terminal",
+        "JUPYTERHUB_OAUTH_CALLBACK_URL": "/services/tool-terminal/oauth_callback",
+    }
+    try:
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "jupyter_tool_terminal.service",
+                "--ServerApp.allow_root=True",
+                f"--config={tmp_path / 'config.py'}",
+            ],
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=90,
+            check=False,
+        )
+    finally:
+        hub_api.shutdown()
+        hub_api.server_close()
+    assert result.returncode == 3, result.stderr[-3000:]
+    assert "refusing to serve" in result.stderr
+    assert "jupyterlab" in result.stderr
