@@ -23,8 +23,8 @@ from .handlers import (
     TerminalSocket,
 )
 from .manager import SessionManager
-from .recording import Recorder, Redactor
 from .page import ToolTilesPage
+from .recording import Recorder, Redactor
 from .runtime import RuntimeUnavailable, ToolRuntime
 from .runtime.docker import DockerRuntime
 from .runtime.local import LocalRuntime
@@ -249,6 +249,8 @@ class ToolTerminalApp(ExtensionApp):
         Unicode(),
         help="""Strings replaced by [REDACTED] wherever they appear in recordings (for
         example a deployment's shared demo password).""",
+    ).tag(config=True)
+
     service_url = Unicode(
         "",
         help="""The URL of a jupyter-tool-terminal JupyterHub service (for example
