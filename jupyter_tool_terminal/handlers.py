@@ -314,6 +314,8 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
     _owner = ""
     #: Whether the connection attached to its session (and holds a connection slot).
     _attached = False
+    #: Set when the periodic access check found the owner's credentials gone.
+    _access_revoked = False
 
     def set_default_headers(self) -> None:
         """Leave headers to tornado: a WebSocket upgrade is not an HTML page."""
@@ -411,6 +413,9 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
                 instance=session.instance.id,
             )
             metrics.REFUSALS.labels("access revoked").inc()
+            # A session whose owner lost access ends with its last owner connection, without
+            # the grace a reload gets: a logout must not leave a shell behind for a minute.
+            self._access_revoked = not self.observer
             self.close(1008, "Access revoked")
 
     async def _executing_owner(self, user: User) -> str | None:
@@ -508,7 +513,9 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
         if session is not None and self._attached:
             self._attached = False
             session.detach(self)
-            self.tool_sessions.client_detached(session, self._owner)
+            self.tool_sessions.client_detached(
+                session, self._owner, grace=0 if self._access_revoked else None
+            )
 
 
 def _is_size(value: t.Any) -> bool:

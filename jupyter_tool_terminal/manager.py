@@ -425,14 +425,17 @@ class SessionManager:
         if not observer:
             self._disarm_timer(session)
 
-    def client_detached(self, session: Session, user: str) -> None:
+    def client_detached(self, session: Session, user: str, grace: float | None = None) -> None:
         """A client disconnected: the owner's last one leaving ends the session (after the
-        grace), whether or not observers still watch."""
+        grace, ``disconnect_grace`` unless given), whether or not observers still watch."""
         self._clients_by_user[user] -= 1
         if self._clients_by_user[user] <= 0:
             del self._clients_by_user[user]
         if not session.owner_attached and not session.ended:
-            self._arm_timer(session, self.disconnect_grace, "last client disconnected")
+            if grace is None:
+                self._arm_timer(session, self.disconnect_grace, "last client disconnected")
+            else:
+                self._arm_timer(session, grace, "access revoked")
 
     async def reset_session(self, session: Session) -> None:
         """Restart the session's shell."""

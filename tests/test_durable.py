@@ -87,11 +87,15 @@ class TestDefaultGrace:
             return bool(session["clients"] == 0)
 
         await wait_until(detached)
-        assert any("sleep 4321" in p for p in container_processes(container))
+        assert any(
+            "sleep 4321" in p for p in await asyncio.to_thread(container_processes, container)
+        )
         again, _ = await _reconnect(alice, model["id"])
         assert await again.run("echo $$") == pid
         assert await again.run("pwd") == "/tmp\r\n"
-        assert any("sleep 4321" in p for p in container_processes(container))
+        assert any(
+            "sleep 4321" in p for p in await asyncio.to_thread(container_processes, container)
+        )
 
 
 class TestScreenOnReattach:

@@ -61,8 +61,10 @@ class TestAccessRecheck:
             assert (await bob_term.run("echo $((6*7))")).strip() == "42"
             assert not bob_term.closed
         revoked = [e for e in audit.events if e["reason"] == "access revoked"]
+        # The refusal, then the session's end for that reason (no grace after a revocation).
         assert [(e["action"], e["username"], e["session_id"]) for e in revoked] == [
-            ("refuse", "alice", alice_model["id"])
+            ("refuse", "alice", alice_model["id"]),
+            ("close", "alice", alice_model["id"]),
         ]
 
 
