@@ -227,8 +227,9 @@ describe('ToolTerminalPanel', () => {
     ws.open();
     ws.receive(['exit', 137]);
     ws.receive(['disconnect', 1]);
-    await until(() => t.calls().length === 5, 2000);
+    // The panel asks the instance state after 0, 0.25, 1 and 3 s of real time.
+    await until(() => t.calls().length === 5, 20000);
     expect(t.message()).toContain('exited with code 137');
     t.panel.dispose();
-  });
+  }, 15000);
 });
