@@ -62,6 +62,27 @@ async def _running(command: str) -> bool:
     return await asyncio.to_thread(scan)
 
 
+#: Forks per second above which fork chains run: four of them fork thousands of times a
+#: second, this machine otherwise a few dozen at most.
+CHAINS_FORK_RATE = 200
+
+
+async def _forks_per_second(window: float) -> float:
+    """How many processes the machine forked per second over the next ``window`` seconds."""
+
+    def forks() -> int:
+        with open("/proc/stat") as file:
+            for line in file:
+                if line.startswith("processes "):
+                    return int(line.split()[1])
+        msg = "no processes line in /proc/stat"
+        raise AssertionError(msg)
+
+    before = forks()
+    await asyncio.sleep(window)
+    return (forks() - before) / window
+
+
 class TestAutoWithoutAnEngine:
     """``runtime = "auto"`` with no Docker Engine serves the local instances."""
 
@@ -239,6 +260,22 @@ class TestRefusals:
         await wait_until(lambda: _running("sleep 1004"))
         await alice.call("DELETE", "sessions", model["id"])
         assert not await _running("sleep 1004")
+
+    async def test_fork_chains_are_killed_and_stay_gone(self, alice: Api) -> None:
+        # Each link starts the next and exits: a scan that lists /proc, then reads it, can miss
+        # a chain whose link exits in between while its successor was not listed yet. (A script,
+        # not a recursive function: dash ends function recursion at a depth of 1000.)
+        model, term = await alice.terminal("box")
+        term.send("stdin", "printf 'sh \"$0\" &\\n' > chain.sh\r")
+        term.send("stdin", "for i in 1 2 3 4; do sh chain.sh; done\r")
+
+        async def chains_run() -> bool:
+            return await _forks_per_second(0.2) > CHAINS_FORK_RATE
+
+        await wait_until(chains_run)
+        await alice.call("DELETE", "sessions", model["id"])
+        # Measured over a whole second: a chain that slipped through would still be forking.
+        assert await _forks_per_second(1.0) < CHAINS_FORK_RATE
 
     async def test_ended_shells_are_reaped(self, alice: Api) -> None:
         for _ in range(3):

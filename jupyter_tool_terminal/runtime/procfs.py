@@ -38,8 +38,28 @@ class ShellProcesses:
 class _Stat:
     state: str
     parent: int
+    group: int
     session: int
     start: int
+
+    @property
+    def dead(self) -> bool:
+        """Whether the process has exited (a zombie, or on its way out)."""
+        return self.state in "ZXx"
+
+
+@dataclasses.dataclass
+class Found:
+    """What one scan of ``/proc`` found of a shell's processes."""
+
+    #: The live processes.
+    processes: set[int] = dataclasses.field(default_factory=set)
+    #: Their process groups, and those of the exited ones: a child forked by a process that
+    #: exited meanwhile may not have been listed yet, but is in its parent's group.
+    groups: set[int] = dataclasses.field(default_factory=set)
+    #: ``False`` if a listed process vanished before it could be read: it may have forked a
+    #: child that the listing missed, so only another scan can tell.
+    complete: bool = True
 
 
 def _stat(pid: int) -> _Stat | None:
@@ -51,10 +71,12 @@ def _stat(pid: int) -> _Stat | None:
         return None
     # The command name in parentheses may itself contain ") ": the fields start after the last.
     fields = text[text.rfind(b")") + 2 :].split()
-    # Fields counted from the state (the 3rd of the file): session is the 6th, start the 22nd.
+    # Fields counted from the state (the 3rd of the file): the group is the 5th, the session
+    # the 6th, the start the 22nd.
     return _Stat(
         state=fields[0].decode(),
         parent=int(fields[1]),
+        group=int(fields[2]),
         session=int(fields[3]),
         start=int(fields[19]),
     )
@@ -74,11 +96,12 @@ def _carries(pid: int, needle: bytes) -> bool:
         return False
 
 
-def find(shell: ShellProcesses) -> set[int]:
-    """The process ids of the shell's processes that are alive now (not zombies)."""
+def find(shell: ShellProcesses) -> Found:
+    """The shell's processes as they are now: the live ones and the groups of all of them."""
     needle = f"{shell.variable}={shell.tag}".encode()
     own = {os.getpid()}
     never = {0, os.getsid(0)}
+    result = Found()
     candidates: dict[int, _Stat] = {}
     found: set[int] = set()
     sessions = {shell.session}
@@ -90,16 +113,18 @@ def find(shell: ShellProcesses) -> set[int]:
             if pid in own or os.stat(f"/proc/{pid}").st_uid != shell.uid:
                 continue
         except OSError:
+            result.complete = False
             continue
         stat = _stat(pid)
-        if stat is None or stat.state in "ZX" or stat.start < shell.since:
+        if stat is None:
+            result.complete = False
             continue
-        if stat.session in never:
+        if stat.start < shell.since or stat.session in never:
             continue
         candidates[pid] = stat
         if stat.session == shell.session:
             found.add(pid)
-        elif _carries(pid, needle):
+        elif not stat.dead and _carries(pid, needle):
             found.add(pid)
             sessions.add(stat.session)
     # Sessions that tagged processes started hold children that may have cleared their tag,
@@ -111,28 +136,37 @@ def find(shell: ShellProcesses) -> set[int]:
             if pid not in found and (stat.session in sessions or stat.parent in found)
         }
         if not more:
-            return found
+            break
         found |= more
         sessions.update(candidates[pid].session for pid in more)
+    result.processes = {pid for pid in found if not candidates[pid].dead}
+    result.groups = {candidates[pid].group for pid in found} - {0, 1, os.getpgid(0)}
+    return result
 
 
 def kill(shell: ShellProcesses, timeout: float) -> bool:
-    """Kill every process of the shell, in rounds until a whole round finds none.
+    """Kill every process of the shell, in rounds until a whole round finds none alive.
 
-    Each round stops its victims before it kills them, so that a process that forks cannot
-    outrun it. Returns ``False`` if some were still found after ``timeout`` seconds. Blocking:
-    run it off the event loop.
+    Each round stops its victims, whole process groups at once (the kernel delivers a group
+    signal to a child forked meanwhile too, so a forking loop cannot outrun it), before it
+    kills them. A round that could not read every process it listed does not count as finding
+    none. Returns ``False`` if some were still found after ``timeout`` seconds. Blocking: run
+    it off the event loop.
     """
     deadline = time.monotonic() + timeout
     while True:
-        victims = find(shell)
-        if not victims:
-            return True
+        found = find(shell)
         for sig in (signal.SIGSTOP, signal.SIGKILL):
-            for pid in victims:
+            for group in found.groups:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(group, sig)
+            for pid in found.processes:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, sig)
+        if not found.processes and found.complete:
+            return True
         if time.monotonic() > deadline:
             return False
-        # A killed process takes a moment to become a zombie; do not spin on it meanwhile.
-        time.sleep(0.005)
+        if found.processes:
+            # A killed process takes a moment to become a zombie; do not spin on it meanwhile.
+            time.sleep(0.005)

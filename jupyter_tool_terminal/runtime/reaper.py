@@ -107,11 +107,11 @@ consider() {{
   [ "$1" = "$me" ] && return 0
   [ "$1" = 1 ] && return 0
   if ! stat_of "$1"; then
-    [ "$2" = tagged ] && vanished=1
+    vanished=1
     return 0
   fi
   set -- "$1" "$2" $_st
-  case $3 in Z|X|x) return 0 ;; esac
+  case $3 in Z|X|x) vanished=1; return 0 ;; esac
   [ "$4" = "$me" ] && return 0
   if [ "$2" = check ]; then
     case " $victims " in
@@ -131,21 +131,34 @@ alternatives() {{
   for _x in $1; do _alt="$_alt|$_x"; done
   _alt=${{_alt#|}}
 }}
+grep_each() {{
+  _kind=$1
+  shift
+  set -- "$@" /proc/[0-9]*/"$_kind"
+  _hits= _read=
+  for _l in $(grep -c -H -s "$@"); do
+    _p=${{_l#/proc/}}; _p=${{_p%%/*}}
+    _read="$_read $_p"
+    case $_l in *:0) ;; *) _hits="$_hits $_p" ;; esac
+  done
+  for _f in "$@"; do
+    case $_f in /proc/*) ;; *) continue ;; esac
+    _p=${{_f#/proc/}}; _p=${{_p%/*}}
+    case " $_read " in *" $_p "*) continue ;; esac
+    [ -e "$_f" ] || vanished=1
+  done
+}}
 scan() {{
   vanished=
-  for _f in $(grep -l -s -z -x -F "$@" /proc/[0-9]*/environ); do
-    _p=${{_f#/proc/}}
-    consider "${{_p%/environ}}" tagged
-  done
+  grep_each environ -z -x -F "$@"
+  for _p in $_hits; do consider "$_p" tagged; done
   [ -n "$victims" ] || return 0
   alternatives "$victims"
   _re="($_alt)"
   alternatives "$sids"
   [ -n "$_alt" ] && _re="($_re|-?[0-9]+ -?[0-9]+ ($_alt))"
-  for _f in $(grep -l -s -E "\) . $_re " /proc/[0-9]*/stat); do
-    _p=${{_f#/proc/}}
-    consider "${{_p%/stat}}" check
-  done
+  grep_each stat -E "\) . $_re "
+  for _p in $_hits; do consider "$_p" check; done
 }}
 signal() {{
   for _g in $groups; do kill -s "$1" -- "-$_g" 2>/dev/null; done
