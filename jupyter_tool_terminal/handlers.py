@@ -27,9 +27,10 @@ if t.TYPE_CHECKING:
 #: The authorization resource of every route: list is ``read``, create/reset/delete ``write``,
 #: and opening a terminal WebSocket ``execute``.
 AUTH_RESOURCE = "jupyter_tool_terminal:terminals"
-#: Seconds an open terminal's access check may take: an identity provider that cannot answer
-#: (a JupyterHub that does not respond, whose client waits for minutes) refuses, and the
-#: terminal closes instead of staying open on credentials nobody can check.
+#: Seconds an identity check may take, a request's or an open terminal's: an identity provider
+#: that cannot answer (a JupyterHub that does not respond, whose client waits five minutes)
+#: refuses. A request gets a 503 instead of hanging, and a terminal closes instead of staying
+#: open on credentials nobody can check.
 ACCESS_CHECK_TIMEOUT = 10.0
 #: Where JupyterHub's clients keep a request's user once they looked it up.
 _REMEMBERED_USER_ATTRIBUTES = ("_cached_hub_user", "_jupyterhub_user")
@@ -83,6 +84,18 @@ class ToolTerminalMixin(ExtensionHandlerMixin):
                 instance=self.requested_instance,
             )
         super().on_finish()  # type: ignore[misc]
+
+    async def prepare(self, *args: t.Any, **kwargs: t.Any) -> None:
+        """Authenticate as jupyter_server does, within :data:`ACCESS_CHECK_TIMEOUT` (else 503)."""
+        preparing = t.cast(t.Any, super()).prepare(*args, **kwargs)
+        try:
+            await asyncio.wait_for(ensure_async(preparing), ACCESS_CHECK_TIMEOUT)
+        except asyncio.TimeoutError:
+            raise web.HTTPError(
+                503,
+                "The server could not check who you are (its identity provider, such as "
+                "JupyterHub, did not answer); nothing was done. Try again shortly.",
+            ) from None
 
     #: The instance id a request asked for, if well-formed (for the audit log).
     requested_instance: str | None = None
