@@ -3,7 +3,8 @@
 Starts a Hub with the tool-terminal service and alice's and bob's servers (no engine; their
 JupyterLab from this checkout, pointed at the service), a tool container for each, then
 Playwright with Debian's chromium. Everything it started is stopped on exit.
-Usage: python -m tests.hub_browser   (scripts/test-browser-hub.sh)
+Usage: python -m tests.hub_browser [PLAYWRIGHT ARGS...]   (scripts/test-browser-hub.sh; arguments such
+as a spec file name or ``--grep`` are passed on to Playwright)
 """
 
 from __future__ import annotations
@@ -60,8 +61,8 @@ def _lab_environment(directory: Path) -> dict[str, str]:
     }
 
 
-def main() -> int:
-    """Run the test; its exit status is Playwright's."""
+def main(playwright_args: list[str]) -> int:
+    """Run the test (Playwright with ``playwright_args`` too); its exit status is Playwright's."""
     client = docker.from_env()
     containers = []
     with tempfile.TemporaryDirectory(prefix="jtt-hub-e2e-") as temporary:
@@ -108,7 +109,7 @@ def main() -> int:
                     "E2E_BOB_CONTAINER": containers[1].name,
                 }
                 result = subprocess.run(
-                    ["jlpm", "playwright", "test", "-c", "playwright.hub.config.ts"],
+                    ["jlpm", "playwright", "test", "-c", "playwright.hub.config.ts", *playwright_args],
                     cwd=REPO / "ui-tests",
                     env=environment,
                     check=False,
@@ -124,4 +125,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

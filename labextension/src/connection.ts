@@ -393,11 +393,11 @@ export class ToolTerminalConnection implements Terminal.ITerminalConnection {
         this._openFailed = true;
       }
     };
-    ws.onclose = () => {
+    ws.onclose = (event: CloseEvent) => {
       if (ws !== this._ws) {
         return;
       }
-      this._onClose();
+      this._onClose(event.code);
     };
   }
 
@@ -471,9 +471,13 @@ export class ToolTerminalConnection implements Terminal.ITerminalConnection {
 
   /**
    * Handle the close of the current socket: the session ended, or the
-   * connection dropped and is retried a few times.
+   * connection dropped and is retried a few times. A socket the server closed
+   * because access is gone (revoked credentials, a read-only view no longer
+   * shared) is not retried: the server would refuse it.
+   *
+   * @param code - The close code.
    */
-  private _onClose(): void {
+  private _onClose(code: number): void {
     this._ws = null;
     if (this._isDisposed) {
       return;
@@ -482,6 +486,7 @@ export class ToolTerminalConnection implements Terminal.ITerminalConnection {
     if (
       unexpected &&
       !this._openFailed &&
+      code !== Private.POLICY_VIOLATION &&
       this._reconnectAttempt < this._maxReconnects
     ) {
       // The socket dropped: try again, the server may keep the session for
@@ -616,6 +621,11 @@ namespace Private {
    * The most keystroke frames queued while the socket is not open.
    */
   export const MAX_PENDING = 256;
+
+  /**
+   * The close code of a socket whose access the server withdrew.
+   */
+  export const POLICY_VIOLATION = 1008;
 
   /**
    * WebSocket `readyState` of a socket still opening.

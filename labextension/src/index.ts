@@ -42,10 +42,12 @@ export { ToolTerminalPanel } from './panel';
 export {
   createObserverPanel,
   listObserved,
+  listObservers,
   ObserveCommandIDs,
   ObserverConnection,
   observePlugin,
-  shareReadOnly
+  shareReadOnly,
+  stopSharing
 } from './observe';
 export { restoreArgs, restorePanels } from './restorer';
 export { RunningToolTerminals } from './running';

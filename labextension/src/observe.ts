@@ -3,9 +3,10 @@
 
 /**
  * Read-only views of tool terminals: the owner shares a session with another
- * user by name ("Share Read-Only…" on the panel), and that user opens it in an
- * observer panel ("Watch a Shared Tool Terminal…"), which shows the screen and
- * the live output and sends nothing.
+ * user by name ("Share Read-Only…" on the panel) and stops sharing it ("Stop
+ * Sharing Read-Only…"), and that user opens it in an observer panel ("Watch a
+ * Shared Tool Terminal…"), which shows the screen and the live output, sends
+ * nothing, and says so when the view ends.
  */
 
 import type {
@@ -23,6 +24,7 @@ import type { ServerConnection } from '@jupyterlab/services';
 import type { Terminal as TerminalNS } from '@jupyterlab/services';
 import { Terminal } from '@jupyterlab/terminal';
 import { ITranslator, nullTranslator } from '@jupyterlab/translation';
+import { Widget } from '@lumino/widgets';
 
 import { requestAPI } from './api';
 import { toolTerminalSettings } from './settings';
@@ -42,6 +44,11 @@ export namespace ObserveCommandIDs {
    * Share the current tool terminal's session read-only with a user.
    */
   export const share = 'tool-terminal:share-read-only';
+
+  /**
+   * Stop sharing the current tool terminal's session with a user.
+   */
+  export const unshare = 'tool-terminal:stop-sharing';
 
   /**
    * Open a session another user shared with the current user, read-only.
@@ -72,6 +79,39 @@ export function shareReadOnly(
     `sessions/${encodeURIComponent(sessionId)}/observers`,
     serverSettings,
     { method: 'POST', body: JSON.stringify({ user }) }
+  );
+}
+
+/**
+ * The users session `sessionId` is shared with, read-only.
+ */
+export async function listObservers(
+  sessionId: string,
+  serverSettings: ServerConnection.ISettings
+): Promise<string[]> {
+  const data = await requestAPI<unknown>(
+    `sessions/${encodeURIComponent(sessionId)}/observers`,
+    serverSettings
+  );
+  if (!Array.isArray(data)) {
+    throw new Error('The server did not answer with a list of users.');
+  }
+  return data.filter((item): item is string => typeof item === 'string');
+}
+
+/**
+ * Stop sharing session `sessionId` with `user`: the server closes their
+ * views at once.
+ */
+export async function stopSharing(
+  sessionId: string,
+  user: string,
+  serverSettings: ServerConnection.ISettings
+): Promise<void> {
+  await requestAPI<null>(
+    `sessions/${encodeURIComponent(sessionId)}/observers/${encodeURIComponent(user)}`,
+    serverSettings,
+    { method: 'DELETE' }
   );
 }
 
@@ -112,6 +152,10 @@ export class ObserverConnection extends ToolTerminalConnection {
 /**
  * A main-area panel with JupyterLab's terminal widget showing a shared
  * session, read-only; closing it leaves the owner's session alone.
+ *
+ * When the view ends (the owner stopped sharing, the session ended, the
+ * connection was lost) a status bar above the terminal says why; the last
+ * screen stays readable.
  */
 export function createObserverPanel(
   session: IObservedSession,
@@ -132,6 +176,29 @@ export function createObserverPanel(
     session.instance,
     session.owner
   );
+
+  const status = new Widget();
+  status.addClass('jp-ToolTerminal-status');
+  status.addClass('jp-mod-ended');
+  status.node.setAttribute('role', 'status');
+  status.hide();
+  panel.contentHeader.addWidget(status);
+  // The first reason given stays: the server says why before it closes.
+  const ended = (message: string) => {
+    if (status.isHidden) {
+      status.node.textContent = message;
+      status.show();
+    }
+  };
+  connection.errorReceived.connect((_, message) => ended(message));
+  connection.messageReceived.connect((_, message) => {
+    if (message.type === 'disconnect') {
+      ended(trans.__('The session is over.'));
+    }
+  });
+  connection.connectionLost.connect(() =>
+    ended(trans.__('The connection to the shared terminal was lost.'))
+  );
   panel.disposed.connect(() => connection.dispose());
   return panel;
 }
@@ -142,11 +209,13 @@ export function createObserverPanel(
 const NO_ARGS = { args: { type: 'object' as const, properties: {} } };
 
 /**
- * The observer plugin: the two commands, in the palette.
+ * The observer plugin: its three commands, in the palette and (share, stop
+ * sharing) the panel's context menus.
  */
 export const observePlugin: JupyterFrontEndPlugin<void> = {
   id: `${EXTENSION_ID}:observe`,
-  description: 'Share a tool terminal read-only, and watch shared ones.',
+  description:
+    'Share a tool terminal read-only (and stop sharing it), and watch shared ones.',
   autoStart: true,
   requires: [IToolTerminalTracker],
   optional: [ICommandPalette, ITranslator],
@@ -191,6 +260,46 @@ export const observePlugin: JupyterFrontEndPlugin<void> = {
         } catch (error) {
           await showErrorMessage(
             trans.__('Could not share the terminal'),
+            error as Error
+          );
+        }
+      }
+    });
+
+    app.commands.addCommand(ObserveCommandIDs.unshare, {
+      label: trans.__('Stop Sharing Read-Only…'),
+      caption: trans.__('Stop letting a user watch this terminal'),
+      describedBy: NO_ARGS,
+      isEnabled: () => !!tracker.currentWidget?.content.isLive,
+      execute: async () => {
+        const sessionId = tracker.currentWidget?.content.sessionId;
+        if (!sessionId) {
+          return;
+        }
+        try {
+          const users = await listObservers(sessionId, serverSettings);
+          if (users.length === 0) {
+            Notification.info(
+              trans.__('This terminal is not shared with anyone.')
+            );
+            return;
+          }
+          const choice = await InputDialog.getItem({
+            title: trans.__('Stop Sharing Read-Only'),
+            label: trans.__('User name'),
+            items: users
+          });
+          const user = choice.value;
+          if (!choice.button.accept || user === null || !users.includes(user)) {
+            return;
+          }
+          await stopSharing(sessionId, user, serverSettings);
+          Notification.success(
+            trans.__('%1 can no longer watch this terminal.', user)
+          );
+        } catch (error) {
+          await showErrorMessage(
+            trans.__('Could not stop sharing the terminal'),
             error as Error
           );
         }
@@ -244,13 +353,25 @@ export const observePlugin: JupyterFrontEndPlugin<void> = {
       rank: 5
     });
     app.contextMenu.addItem({
+      command: ObserveCommandIDs.unshare,
+      selector: '.jp-ToolTerminal',
+      rank: 6
+    });
+    // TAB_CLASS of ./commands (this plugin module does not import it:
+    // jupyter/prefer-lazy-imports).
+    const tab = '.lm-DockPanel-tabBar .jp-ToolTerminal-tab';
+    app.contextMenu.addItem({
       command: ObserveCommandIDs.share,
-      // TAB_CLASS of ./commands (this plugin module does not import it:
-      // jupyter/prefer-lazy-imports).
-      selector: '.lm-DockPanel-tabBar .jp-ToolTerminal-tab',
+      selector: tab,
       rank: 13
     });
+    app.contextMenu.addItem({
+      command: ObserveCommandIDs.unshare,
+      selector: tab,
+      rank: 14
+    });
     palette?.addItem({ command: ObserveCommandIDs.share, category });
+    palette?.addItem({ command: ObserveCommandIDs.unshare, category });
     palette?.addItem({ command: ObserveCommandIDs.observe, category });
   }
 };

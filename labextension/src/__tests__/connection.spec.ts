@@ -277,6 +277,26 @@ describe('ToolTerminalConnection', () => {
     }
   });
 
+  it('does not retry a socket closed because access is gone (1008)', () => {
+    jest.useFakeTimers();
+    try {
+      const { connection } = openConnection({ reconnectDelay: 10 });
+      const log = record(connection);
+      FakeWebSocket.last.open();
+      FakeWebSocket.last.receive(['error', 'No longer shared']);
+      FakeWebSocket.last.drop(1008);
+      jest.runOnlyPendingTimers();
+      expect(FakeWebSocket.instances).toHaveLength(1);
+      expect(connection.connectionStatus).toBe('disconnected');
+      expect(connection.hasEnded).toBe(true);
+      expect(log.errors).toEqual(['No longer shared']);
+      expect(log.lost).toBe(1);
+      connection.dispose();
+    } finally {
+      jest.useRealTimers();
+    }
+  });
+
   it('stops after the maximum number of reconnections', () => {
     jest.useFakeTimers();
     try {

@@ -75,10 +75,10 @@ export class FakeWebSocket {
     this.drop();
   }
 
-  /** Server side: close the socket. */
-  drop(): void {
+  /** Server side: close the socket (with a close code). */
+  drop(code = 1006): void {
     this.readyState = 3;
-    this.onclose?.(new Event('close') as CloseEvent);
+    this.onclose?.(Object.assign(new Event('close'), { code }) as CloseEvent);
   }
 }
 

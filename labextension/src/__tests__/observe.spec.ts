@@ -1,10 +1,76 @@
 // Copyright (c) jupyter-tool-terminal developers.
 // Distributed under the terms of the Modified BSD License.
 
-import { listObserved, ObserverConnection, shareReadOnly } from '../observe';
-import { FakeWebSocket, makeSettings, pathOf, sessionModel } from './helpers';
+import type { JupyterFrontEnd } from '@jupyterlab/application';
+import { acceptDialog, waitForDialog } from '@jupyterlab/testutils';
+import { CommandRegistry } from '@lumino/commands';
+import { Widget } from '@lumino/widgets';
+
+import {
+  createObserverPanel,
+  listObserved,
+  listObservers,
+  ObserveCommandIDs,
+  ObserverConnection,
+  observePlugin,
+  shareReadOnly,
+  stopSharing
+} from '../observe';
+import type { IToolTerminalTracker } from '../tokens';
+import type { IFakeAnswer } from './helpers';
+import {
+  FakeWebSocket,
+  makeSettings,
+  pathOf,
+  quietCanvas,
+  sessionModel
+} from './helpers';
+
+/**
+ * The observer plugin activated on an application with a live tool terminal
+ * of session `s1` as the current panel.
+ */
+function activate(answers: IFakeAnswer[]) {
+  const made = makeSettings(answers);
+  const commands = new CommandRegistry();
+  const app = {
+    commands,
+    contextMenu: { addItem: () => undefined },
+    serviceManager: { serverSettings: made.settings },
+    shell: { add: () => undefined, activateById: () => undefined }
+  } as unknown as JupyterFrontEnd;
+  const tracker = {
+    currentWidget: { content: { isLive: true, sessionId: 's1' } }
+  } as unknown as IToolTerminalTracker;
+  observePlugin.activate(app, tracker, null, null);
+  return { ...made, commands };
+}
+
+/**
+ * An observer panel of session `s1`, attached, its socket open unless
+ * `open` is false.
+ */
+function observerPanel(open = true) {
+  const { settings } = makeSettings();
+  const panel = createObserverPanel(
+    { ...sessionModel('s1'), owner: 'alice' },
+    settings
+  );
+  Widget.attach(panel, document.body);
+  const socket = FakeWebSocket.last;
+  if (open) {
+    socket.open();
+  }
+  const status = () => {
+    const node = panel.node.querySelector('.jp-ToolTerminal-status');
+    return node?.classList.contains('lm-mod-hidden') ? null : node?.textContent;
+  };
+  return { panel, socket, status };
+}
 
 describe('observe', () => {
+  beforeAll(quietCanvas);
+
   beforeEach(() => {
     FakeWebSocket.instances = [];
   });
@@ -60,5 +126,83 @@ describe('observe', () => {
     expect(socket.sent).toEqual([]);
     expect(received).toEqual([{ type: 'stdout', content: ['hello'] }]);
     connection.dispose();
+  });
+
+  it('lists the users a session is shared with, and stops sharing with one', async () => {
+    const { settings, requests } = makeSettings([
+      { status: 200, body: ['bob', 7, 'carol'] },
+      { status: 204 }
+    ]);
+    await expect(listObservers('s/1', settings)).resolves.toEqual([
+      'bob',
+      'carol'
+    ]);
+    await expect(stopSharing('s/1', 'b b', settings)).resolves.toBe(undefined);
+    expect(requests.map(r => [r.method, pathOf(r)])).toEqual([
+      ['GET', '/user/alice/tool-terminal/api/sessions/s%2F1/observers'],
+      ['DELETE', '/user/alice/tool-terminal/api/sessions/s%2F1/observers/b%20b']
+    ]);
+  });
+
+  it('"Stop Sharing Read-Only…" asks whom, then revokes that user', async () => {
+    const { commands, requests } = activate([
+      { status: 200, body: ['bob', 'carol'] },
+      { status: 204 }
+    ]);
+    expect(commands.label(ObserveCommandIDs.unshare)).toBe(
+      'Stop Sharing Read-Only…'
+    );
+    expect(commands.isEnabled(ObserveCommandIDs.unshare)).toBe(true);
+    const done = commands.execute(ObserveCommandIDs.unshare);
+    await waitForDialog();
+    const options = [...document.querySelectorAll('.jp-Dialog option')];
+    expect(options.map(o => o.textContent)).toEqual(['bob', 'carol']);
+    await acceptDialog();
+    await done;
+    expect(requests.map(r => [r.method, pathOf(r)])).toEqual([
+      ['GET', '/user/alice/tool-terminal/api/sessions/s1/observers'],
+      ['DELETE', '/user/alice/tool-terminal/api/sessions/s1/observers/bob']
+    ]);
+  });
+
+  it('"Stop Sharing Read-Only…" asks nothing when no one watches', async () => {
+    const { commands, requests } = activate([{ status: 200, body: [] }]);
+    await commands.execute(ObserveCommandIDs.unshare);
+    expect(document.querySelector('.jp-Dialog')).toBeNull();
+    expect(requests.map(r => r.method)).toEqual(['GET']);
+  });
+
+  it('an observer panel says why the owner ended the view, and does not retry', () => {
+    jest.useFakeTimers();
+    try {
+      const { panel, socket, status } = observerPanel();
+      expect(panel.title.label).toBe('pg-1 of alice (read-only)');
+      expect(status()).toBeNull();
+      socket.receive(['stdout', 'hello']);
+      socket.receive(['error', 'The owner stopped sharing this terminal.']);
+      socket.drop(1008);
+      jest.runOnlyPendingTimers();
+      expect(status()).toBe('The owner stopped sharing this terminal.');
+      expect(FakeWebSocket.instances).toHaveLength(1);
+      panel.dispose();
+    } finally {
+      jest.useRealTimers();
+    }
+  });
+
+  it('an observer panel says when the session is over or the connection lost', () => {
+    const ended = observerPanel();
+    ended.socket.receive(['disconnect', 1]);
+    ended.socket.drop(1000);
+    expect(ended.status()).toBe('The session is over.');
+    ended.panel.dispose();
+
+    // The upgrade refused (the view was revoked while it opened).
+    const refused = observerPanel(false);
+    refused.socket.fail();
+    expect(refused.status()).toBe(
+      'The connection to the shared terminal was lost.'
+    );
+    refused.panel.dispose();
   });
 });
