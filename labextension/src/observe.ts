@@ -26,7 +26,7 @@ import { Terminal } from '@jupyterlab/terminal';
 import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 import { Widget } from '@lumino/widgets';
 
-import { requestAPI } from './api';
+import { ensureWebSocketLogin, requestAPI } from './api';
 import { toolTerminalSettings } from './settings';
 import { ToolTerminalConnection } from './connection';
 import type { ISessionModel } from './tokens';
@@ -116,11 +116,14 @@ export async function stopSharing(
 }
 
 /**
- * The sessions other users shared with the current user.
+ * The sessions other users shared with the current user. Through a
+ * JupyterHub service, the page logs in for the WebSockets first (as for its
+ * own sessions): an observer may have opened no tool terminal of their own.
  */
 export async function listObserved(
   serverSettings: ServerConnection.ISettings
 ): Promise<IObservedSession[]> {
+  await ensureWebSocketLogin(serverSettings);
   const data = await requestAPI<unknown>(
     'sessions?role=observer',
     serverSettings
@@ -171,11 +174,20 @@ export function createObserverPanel(
   );
   const panel = new MainAreaWidget({ content: terminal });
   panel.addClass('jp-ToolTerminal-observer');
-  panel.title.label = trans.__(
+  // JupyterLab's terminal widget renames itself ("Terminal s1", or what the
+  // program sets), and the panel follows its content: the name stays ours.
+  const label = trans.__(
     '%1 of %2 (read-only)',
     session.instance,
     session.owner
   );
+  const keepLabel = () => {
+    if (terminal.title.label !== label) {
+      terminal.title.label = label;
+    }
+  };
+  terminal.title.changed.connect(keepLabel);
+  keepLabel();
 
   const status = new Widget();
   status.addClass('jp-ToolTerminal-status');

@@ -81,7 +81,7 @@ test("bob watches alice's terminal read-only, live, until she stops sharing", as
   await bobDialog.getByRole("button", { name: "OK" }).click();
   const observer = bob.page.locator(".jp-ToolTerminal-observer:visible");
   await expect(observer.locator(".xterm-helper-textarea")).toHaveCount(1);
-  await expect(bob.page.locator(".lm-TabBar-tab.lm-mod-current")).toContainText(
+  await expect(bob.page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current")).toContainText(
     `${ALICE_CONTAINER} of alice (read-only)`,
   );
 

@@ -16,6 +16,7 @@ import {
   shareReadOnly,
   stopSharing
 } from '../observe';
+import { toolTerminalSettings } from '../settings';
 import type { IToolTerminalTracker } from '../tokens';
 import type { IFakeAnswer } from './helpers';
 import {
@@ -128,6 +129,21 @@ describe('observe', () => {
     connection.dispose();
   });
 
+  it('logs in for the WebSockets of a Hub service before listing what is shared', async () => {
+    // An observer may never have opened a tool terminal of their own: their
+    // page has no login cookie of the service yet.
+    const { settings: base, requests } = makeSettings(
+      [{ status: 204 }, { status: 200, body: [] }],
+      { token: 'hub-token' }
+    );
+    const settings = toolTerminalSettings(base, '/services/watched/');
+    await listObserved(settings);
+    expect(requests.map(r => `${r.method} ${pathOf(r)}`)).toEqual([
+      'POST /services/watched/tool-terminal/api/hub-login',
+      'GET /services/watched/tool-terminal/api/sessions'
+    ]);
+  });
+
   it('lists the users a session is shared with, and stops sharing with one', async () => {
     const { settings, requests } = makeSettings([
       { status: 200, body: ['bob', 7, 'carol'] },
@@ -176,6 +192,9 @@ describe('observe', () => {
     jest.useFakeTimers();
     try {
       const { panel, socket, status } = observerPanel();
+      expect(panel.title.label).toBe('pg-1 of alice (read-only)');
+      // As JupyterLab's terminal widget does once connected.
+      panel.content.title.label = 'Terminal s1';
       expect(panel.title.label).toBe('pg-1 of alice (read-only)');
       expect(status()).toBeNull();
       socket.receive(['stdout', 'hello']);
