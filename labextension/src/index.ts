@@ -21,12 +21,11 @@ import type { ToolTerminalPanel } from './panel';
 import { restorePanels } from './restorer';
 import { RunningToolTerminals } from './running';
 import { LauncherTiles } from './tiles';
-import { toolTerminalSettings } from './settings';
+import { followTerminalSettings, toolTerminalSettings } from './settings';
 import {
   CommandIDs,
   EXTENSION_ID,
   IToolTerminalTracker,
-  TERMINAL_SETTINGS_PLUGIN,
   TRANSLATION_DOMAIN
 } from './tokens';
 
@@ -149,7 +148,11 @@ function activate(
   }
 
   if (settingRegistry !== null) {
-    Private.followTerminalSettings(settingRegistry, tracker, terminalOptions);
+    followTerminalSettings(settingRegistry, terminalOptions, (key, value) => {
+      tracker.forEach(widget => {
+        widget.content.setTerminalOption(key, value);
+      });
+    });
   }
   return tracker;
 }
@@ -199,40 +202,5 @@ namespace Private {
         palette.addItem({ command, category, args: { isPalette: true } });
       }
     }
-  }
-
-  /**
-   * Follow the user's JupyterLab terminal settings (font, theme,
-   * scrollback...) in every tool terminal, now and when they change.
-   */
-  export function followTerminalSettings(
-    settingRegistry: ISettingRegistry,
-    tracker: WidgetTracker<MainAreaWidget<ToolTerminalPanel>>,
-    terminalOptions: Partial<ITerminal.IOptions>
-  ): void {
-    const apply = (settings: ISettingRegistry.ISettings): void => {
-      const composite = settings.composite as Partial<ITerminal.IOptions>;
-      for (const key of Object.keys(composite) as Array<
-        keyof ITerminal.IOptions
-      >) {
-        const value = composite[key];
-        if (value === undefined) {
-          continue;
-        }
-        (terminalOptions as Record<string, unknown>)[key] = value;
-        tracker.forEach(widget => {
-          widget.content.setTerminalOption(key, value);
-        });
-      }
-    };
-    settingRegistry
-      .load(TERMINAL_SETTINGS_PLUGIN)
-      .then(settings => {
-        apply(settings);
-        settings.changed.connect(apply);
-      })
-      .catch(() => {
-        // JupyterLab's terminal extension is disabled: use its defaults.
-      });
   }
 }

@@ -22,12 +22,14 @@ import {
 } from '@jupyterlab/apputils';
 import type { ServerConnection } from '@jupyterlab/services';
 import type { Terminal as TerminalNS } from '@jupyterlab/services';
+import { ISettingRegistry } from '@jupyterlab/settingregistry';
+import type { ITerminal } from '@jupyterlab/terminal';
 import { Terminal } from '@jupyterlab/terminal';
 import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 import { Widget } from '@lumino/widgets';
 
 import { ensureWebSocketLogin, requestAPI } from './api';
-import { toolTerminalSettings } from './settings';
+import { followTerminalSettings, toolTerminalSettings } from './settings';
 import { ToolTerminalConnection } from './connection';
 import type { ISessionModel } from './tokens';
 import {
@@ -153,8 +155,19 @@ export class ObserverConnection extends ToolTerminalConnection {
 }
 
 /**
+ * The options JupyterLab's terminal widget must have in an observer panel:
+ * closing it leaves the owner's session alone, and it types nothing.
+ */
+const OBSERVER_OPTIONS: Partial<ITerminal.IOptions> = {
+  shutdownOnClose: false,
+  closeOnExit: false,
+  initialCommand: ''
+};
+
+/**
  * A main-area panel with JupyterLab's terminal widget showing a shared
- * session, read-only; closing it leaves the owner's session alone.
+ * session, read-only; closing it leaves the owner's session alone. It looks
+ * as the user's terminals do (`terminalOptions`: their terminal settings).
  *
  * When the view ends (the owner stopped sharing, the session ended, the
  * connection was lost) a status bar above the terminal says why; the last
@@ -163,13 +176,14 @@ export class ObserverConnection extends ToolTerminalConnection {
 export function createObserverPanel(
   session: IObservedSession,
   serverSettings: ServerConnection.ISettings,
-  translator: ITranslator = nullTranslator
+  translator: ITranslator = nullTranslator,
+  terminalOptions: Partial<ITerminal.IOptions> = {}
 ): MainAreaWidget<Terminal> {
   const trans = translator.load(TRANSLATION_DOMAIN);
   const connection = new ObserverConnection({ session, serverSettings });
   const terminal = new Terminal(
     connection,
-    { shutdownOnClose: false, closeOnExit: false, initialCommand: '' },
+    { ...terminalOptions, ...OBSERVER_OPTIONS },
     translator
   );
   const panel = new MainAreaWidget({ content: terminal });
@@ -230,18 +244,29 @@ export const observePlugin: JupyterFrontEndPlugin<void> = {
     'Share a tool terminal read-only (and stop sharing it), and watch shared ones.',
   autoStart: true,
   requires: [IToolTerminalTracker],
-  optional: [ICommandPalette, ITranslator],
+  optional: [ICommandPalette, ITranslator, ISettingRegistry],
   activate: (
     app: JupyterFrontEnd,
     tracker: IToolTerminalTracker,
     palette: ICommandPalette | null,
-    translator: ITranslator | null
+    translator: ITranslator | null,
+    settingRegistry: ISettingRegistry | null
   ): void => {
     const trans = (translator ?? nullTranslator).load(TRANSLATION_DOMAIN);
     const serverSettings = toolTerminalSettings(
       app.serviceManager.serverSettings
     );
     const category = trans.__('Tool Terminals');
+    // The user's terminal settings, in every observer panel too.
+    const terminalOptions: Partial<ITerminal.IOptions> = {};
+    const observerPanels = new Set<MainAreaWidget<Terminal>>();
+    if (settingRegistry !== null) {
+      followTerminalSettings(settingRegistry, terminalOptions, (key, value) => {
+        if (!(key in OBSERVER_OPTIONS)) {
+          observerPanels.forEach(panel => panel.content.setOption(key, value));
+        }
+      });
+    }
 
     app.commands.addCommand(ObserveCommandIDs.share, {
       label: trans.__('Share Read-Only…'),
@@ -351,8 +376,11 @@ export const observePlugin: JupyterFrontEndPlugin<void> = {
         const panel = createObserverPanel(
           shared[index],
           serverSettings,
-          translator ?? nullTranslator
+          translator ?? nullTranslator,
+          terminalOptions
         );
+        observerPanels.add(panel);
+        panel.disposed.connect(() => observerPanels.delete(panel));
         app.shell.add(panel, 'main');
         app.shell.activateById(panel.id);
       }

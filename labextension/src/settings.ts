@@ -3,6 +3,10 @@
 
 import { PageConfig, URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
+import type { ISettingRegistry } from '@jupyterlab/settingregistry';
+import type { ITerminal } from '@jupyterlab/terminal';
+
+import { TERMINAL_SETTINGS_PLUGIN } from './tokens';
 
 /**
  * The page-config option carrying `ToolTerminalApp.service_url`: the URL of
@@ -62,4 +66,46 @@ export function isServiceSettings(
   settings: ServerConnection.ISettings
 ): boolean {
   return serviceSettings.has(settings);
+}
+
+/**
+ * Follow the user's JupyterLab terminal settings (font, theme, scrollback,
+ * screen reader mode...) in the tool terminals, now and when they change.
+ *
+ * @param settingRegistry - The setting registry.
+ * @param options - The options new terminals get: every setting is set in
+ *   it, in place.
+ * @param changed - Called with each setting, to apply it to the open
+ *   terminals.
+ */
+export function followTerminalSettings(
+  settingRegistry: ISettingRegistry,
+  options: Partial<ITerminal.IOptions>,
+  changed: <K extends keyof ITerminal.IOptions>(
+    key: K,
+    value: ITerminal.IOptions[K]
+  ) => void
+): void {
+  const apply = (settings: ISettingRegistry.ISettings): void => {
+    const composite = settings.composite as Partial<ITerminal.IOptions>;
+    for (const key of Object.keys(composite) as Array<
+      keyof ITerminal.IOptions
+    >) {
+      const value = composite[key];
+      if (value === undefined) {
+        continue;
+      }
+      (options as Record<string, unknown>)[key] = value;
+      changed(key, value);
+    }
+  };
+  settingRegistry
+    .load(TERMINAL_SETTINGS_PLUGIN)
+    .then(settings => {
+      apply(settings);
+      settings.changed.connect(apply);
+    })
+    .catch(() => {
+      // JupyterLab's terminal extension is disabled: use its defaults.
+    });
 }

@@ -43,7 +43,7 @@ function activate(answers: IFakeAnswer[]) {
   const tracker = {
     currentWidget: { content: { isLive: true, sessionId: 's1' } }
   } as unknown as IToolTerminalTracker;
-  observePlugin.activate(app, tracker, null, null);
+  observePlugin.activate(app, tracker, null, null, null);
   return { ...made, commands };
 }
 
@@ -51,11 +51,13 @@ function activate(answers: IFakeAnswer[]) {
  * An observer panel of session `s1`, attached, its socket open unless
  * `open` is false.
  */
-function observerPanel(open = true) {
+function observerPanel(open = true, terminalOptions = {}) {
   const { settings } = makeSettings();
   const panel = createObserverPanel(
     { ...sessionModel('s1'), owner: 'alice' },
-    settings
+    settings,
+    undefined,
+    terminalOptions
   );
   Widget.attach(panel, document.body);
   const socket = FakeWebSocket.last;
@@ -207,6 +209,18 @@ describe('observe', () => {
     } finally {
       jest.useRealTimers();
     }
+  });
+
+  it("an observer panel follows the user's terminal settings, not in closing", () => {
+    const { panel } = observerPanel(true, {
+      screenReaderMode: true,
+      fontSize: 17,
+      shutdownOnClose: true
+    });
+    expect(panel.content.getOption('screenReaderMode')).toBe(true);
+    expect(panel.content.getOption('fontSize')).toBe(17);
+    expect(panel.content.getOption('shutdownOnClose')).toBe(false);
+    panel.dispose();
   });
 
   it('an observer panel says when the session is over or the connection lost', () => {
