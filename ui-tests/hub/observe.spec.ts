@@ -29,6 +29,27 @@ async function shownRows(terminal: Locator): Promise<string[]> {
 }
 
 /**
+ * Wait until the observer shows what the owner shows (both screens are read
+ * at each try: xterm updates its accessibility tree a moment after output).
+ */
+async function expectSameScreen(
+  owner: Locator,
+  observer: Locator,
+): Promise<void> {
+  await expect
+    .poll(async () => {
+      const [shown, watched] = await Promise.all([
+        shownRows(owner),
+        shownRows(observer),
+      ]);
+      return JSON.stringify(watched) === JSON.stringify(shown)
+        ? "same"
+        : JSON.stringify({ shown, watched });
+    })
+    .toBe("same");
+}
+
+/**
  * Run a command of a terminal's context menu (its body, right-clicked).
  */
 async function contextMenu(
@@ -86,14 +107,11 @@ test("bob watches alice's terminal read-only, live, until she stops sharing", as
   );
 
   // The same screen, then the same live output.
-  await expect
-    .poll(async () => shownRows(observer))
-    .toEqual(await shownRows(terminal));
+  await expectSameScreen(terminal, observer);
   await typeLine(alice.page, terminal, "echo live-$((5*5))");
+  await waitForRow(terminal, "live-25");
   await waitForRow(observer, "live-25");
-  await expect
-    .poll(async () => shownRows(observer))
-    .toEqual(await shownRows(terminal));
+  await expectSameScreen(terminal, observer);
 
   // bob types: nothing leaves his page, nothing reaches alice's shell. What
   // alice types next shows on both screens, after (or without) his line.
