@@ -28,10 +28,15 @@ export const BOB_CONTAINER = env("E2E_BOB_CONTAINER");
  * Log in at the Hub's form, in a browser context of the user's own, and
  * open the user's JupyterLab; every request and WebSocket URL the page uses
  * is recorded.
+ *
+ * @param workspace - A JupyterLab workspace of its own, emptied on load: a
+ *   workspace keeps the open panels for the next load, so a spec with its
+ *   own sees only its own panels. The default workspace otherwise.
  */
 export async function openLabAs(
   browser: Browser,
   user: string,
+  workspace?: string,
 ): Promise<{ page: Page; urls: string[] }> {
   const context = await browser.newContext();
   const page = await context.newPage();
@@ -43,7 +48,8 @@ export async function openLabAs(
   await page.fill("#password_input", PASSWORD);
   await page.click("#login_submit");
   await page.waitForURL(/\/hub\/|\/user\//);
-  await page.goto(`${HUB_URL}/user/${user}/lab`);
+  const path = workspace ? `lab/workspaces/${workspace}?reset` : "lab";
+  await page.goto(`${HUB_URL}/user/${user}/${path}`);
   return { page, urls };
 }
 

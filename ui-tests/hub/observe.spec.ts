@@ -67,8 +67,8 @@ test("bob watches alice's terminal read-only, live, until she stops sharing", as
   browser,
 }) => {
   const [alice, bob] = await Promise.all([
-    openLabAs(browser, "alice"),
-    openLabAs(browser, "bob"),
+    openLabAs(browser, "alice", "observe"),
+    openLabAs(browser, "bob", "observe"),
   ]);
   // What bob's page sends on the terminal sockets it opens.
   const bobSockets: string[] = [];
