@@ -3,8 +3,8 @@
 Starts a Hub with the tool-terminal service and alice's and bob's servers (no engine; their
 JupyterLab from this checkout, pointed at the service), a tool container for each, then
 Playwright with Debian's chromium. Everything it started is stopped on exit.
-Usage: python -m tests.hub_browser [PLAYWRIGHT ARGS...]   (scripts/test-browser-hub.sh; arguments such
-as a spec file name or ``--grep`` are passed on to Playwright)
+Usage: python -m tests.hub_browser [PLAYWRIGHT ARGS...]   (scripts/test-browser-hub.sh; arguments,
+such as a spec file name or ``--grep``, are passed on to Playwright)
 """
 
 from __future__ import annotations
@@ -108,8 +108,9 @@ def main(playwright_args: list[str]) -> int:
                     "E2E_ALICE_CONTAINER": containers[0].name,
                     "E2E_BOB_CONTAINER": containers[1].name,
                 }
+                command = ["jlpm", "playwright", "test", "-c", "playwright.hub.config.ts"]
                 result = subprocess.run(
-                    ["jlpm", "playwright", "test", "-c", "playwright.hub.config.ts", *playwright_args],
+                    [*command, *playwright_args],
                     cwd=REPO / "ui-tests",
                     env=environment,
                     check=False,
