@@ -121,7 +121,7 @@ class SessionManager:
         scrollback_lines: int = 500,
         audit: AuditLog | None = None,
         recorder: Recorder | None = None,
-        on_activity: t.Callable[[datetime.datetime], None] | None = None,
+        on_activity: t.Callable[[str, datetime.datetime], None] | None = None,
     ) -> None:
         self.runtime = runtime
         self.tool_types = dict(tool_types)

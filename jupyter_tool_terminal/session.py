@@ -91,7 +91,7 @@ class Session:
         scrollback_lines: int = 500,
         on_ended: t.Callable[[Session, str, int | None], None],
         log: logging.Logger,
-        on_activity: t.Callable[[datetime.datetime], None] | None = None,
+        on_activity: t.Callable[[str, datetime.datetime], None] | None = None,
     ) -> None:
         self.id = secrets.token_urlsafe(24)
         self.owner = owner
@@ -152,7 +152,7 @@ class Session:
             and now - self._activity_reported >= ACTIVITY_REPORT_INTERVAL
         ):
             self._activity_reported = now
-            self._on_activity(self.last_activity)
+            self._on_activity(self.username, self.last_activity)
 
     # -- starting and stopping the shell ------------------------------------------------------
 

@@ -150,6 +150,10 @@ c.JupyterHub.services.append(
 c.JupyterHub.load_roles.append(
     {{"name": "user", "scopes": ["self", "access:services!service={service}"]}}
 )
+# The service reports its users' activity to the Hub (their work there keeps them alive).
+c.JupyterHub.load_roles.append(
+    {{"name": "tool-terminal-activity", "scopes": ["users:activity"], "services": [{service!r}]}}
+)
 c.JupyterHub.spawner_class = "simple"
 c.SimpleLocalProcessSpawner.home_dir_template = "{directory}/home/{{username}}"
 c.Spawner.cmd = [{sys.executable!r}, "-m", "jupyterhub.singleuser"]
