@@ -22,7 +22,7 @@ from .handlers import (
     SessionsHandler,
     TerminalSocket,
 )
-from .hub_activity import HubActivityReporter, running_as_hub_service
+from .hub_api import HubActivityReporter, HubUserDirectory, running_as_hub_service
 from .manager import SessionManager
 from .page import ToolTilesPage
 from .recording import Recorder, Redactor
@@ -306,8 +306,10 @@ class ToolTerminalApp(ExtensionApp):
             self.tool_runtime = self._make_runtime(tool_types)
             if self.tool_runtime is None:
                 return
+        user_directory = None
         if running_as_hub_service():
             self.hub_activity = HubActivityReporter(parent=self, log=self.log)
+            user_directory = HubUserDirectory(parent=self, log=self.log)
         self.session_manager = SessionManager(
             runtime=self.tool_runtime,
             tool_types=tool_types,
@@ -331,6 +333,7 @@ class ToolTerminalApp(ExtensionApp):
             ),
             audit=AuditLog(getattr(self.serverapp, "event_logger", None), self.log),
             on_activity=self._record_activity,
+            user_directory=user_directory,
         )
 
     def _make_runtime(self, tool_types: dict[str, ToolType]) -> ToolRuntime | None:

@@ -342,6 +342,26 @@ async def test_typing_only_in_the_service_keeps_the_user_and_their_server_active
     assert "" not in hub.user_model("bob")["servers"]
 
 
+async def test_a_terminal_is_shared_only_with_users_the_hub_knows(
+    hub: Hub, alice: Browser, bob: Browser, make_instance: InstanceFactory
+) -> None:
+    model, term = await alice.terminal(PREFIX, make_instance(owner="alice").name)
+    observers = f"{API}/sessions/{model['id']}/observers"
+    status, body = await alice.json("POST", observers, data=json.dumps({"user": "bobb"}))
+    assert (status, body["message"]) == (400, "There is no user named bobb.")
+    assert await alice.json("GET", observers) == (200, [])
+    status, body = await alice.json("POST", observers, data=json.dumps({"user": "bob"}))
+    assert (status, body) == (201, ["bob"])
+    # Bob watches: he sees what alice's shell prints.
+    watching = await bob.websocket(f"{PREFIX}tool-terminal/websocket/{model['id']}")
+    observer = TerminalClient(watching)
+    assert await observer.next_frame() == ["setup", {}]
+    assert (await term.run("echo $((6*7))")).strip() == "42"
+    await observer.expect("42")
+    watching.close()
+    term.ws.close()
+
+
 async def test_with_the_hub_unreachable_nothing_is_served_and_access_returns_with_it(
     hub: Hub, alice: Browser, make_instance: InstanceFactory
 ) -> None:

@@ -1,13 +1,18 @@
-"""Telling JupyterHub that users of the tool-terminal service are active.
+"""What the tool-terminal service asks of JupyterHub's REST API: activity and user names.
 
-A user's own server reports its activity to the Hub itself, and this extension's activity is
-part of it there (``tool_terminal_last_activity``). In service mode users work in the service,
-which the Hub does not count as anyone's activity: a user who types only in tool terminals
-would look idle, and ``jupyterhub-idle-culler`` would stop their server (the one whose
-JupyterLab shows the terminals) under them. The service therefore posts each active user's
+**Activity.** A user's own server reports its activity to the Hub itself, and this
+extension's activity is part of it there (``tool_terminal_last_activity``). In service mode users
+work in the service, which the Hub does not count as anyone's activity: a user who types only in
+tool terminals would look idle, and ``jupyterhub-idle-culler`` would stop their server (the one
+whose JupyterLab shows the terminals) under them. The service therefore posts each active user's
 latest activity to the Hub's activity API, as a single-user server does for itself, for the
-user and their default server. It needs the ``users:activity`` scope (a role for the service
-in the Hub's config; see docs/jupyterhub.md).
+user and their default server. It needs the ``users:activity`` scope.
+
+**User names.** A read-only share names another user; the Hub knows whether that user exists.
+With the ``read:users:name`` scope the service asks it, so that a share with a mistyped name is
+refused instead of granted to nobody.
+
+Both scopes come from a role for the service in the Hub's config (see docs/jupyterhub.md).
 """
 
 from __future__ import annotations
@@ -27,6 +32,31 @@ from traitlets.config import LoggingConfigurable
 def running_as_hub_service(environ: t.Mapping[str, str] = os.environ) -> bool:
     """Whether this server was started by JupyterHub as a service (not as a user's server)."""
     return all(environ.get(name) for name in ("JUPYTERHUB_SERVICE_NAME", "JUPYTERHUB_API_URL"))
+
+
+async def hub_request(
+    path: str, *, method: str = "GET", body: t.Any = None, timeout: float = 10
+) -> t.Any:
+    """A request to the Hub's REST API (``path`` below ``/hub/api/``) with this service's own
+    token, as JupyterHub gives it to its services; the answer's JSON, if any.
+
+    Raises :class:`tornado.httpclient.HTTPClientError` for an error status, :class:`OSError`
+    or :class:`asyncio.TimeoutError` if the Hub cannot be reached.
+    """
+    api_url = os.environ.get("JUPYTERHUB_API_URL", "").rstrip("/")
+    response = await AsyncHTTPClient().fetch(
+        HTTPRequest(
+            f"{api_url}/{path}",
+            method=method,
+            headers={
+                "Authorization": f"token {os.environ.get('JUPYTERHUB_API_TOKEN', '')}",
+                "Content-Type": "application/json",
+            },
+            body=None if body is None else json.dumps(body),
+            request_timeout=timeout,
+        )
+    )
+    return json.loads(response.body) if response.body else None
 
 
 class HubActivityReporter(LoggingConfigurable):
@@ -52,9 +82,6 @@ class HubActivityReporter(LoggingConfigurable):
 
     def __init__(self, **kwargs: t.Any) -> None:
         super().__init__(**kwargs)
-        # The Hub gives its services these (and they are what JupyterHub's HubAuth reads).
-        self._api_url = os.environ.get("JUPYTERHUB_API_URL", "").rstrip("/")
-        self._api_token = os.environ.get("JUPYTERHUB_API_TOKEN", "")
         self._pending: dict[str, datetime.datetime] = {}
         self._task: asyncio.Task[None] | None = None
 
@@ -98,18 +125,11 @@ class HubActivityReporter(LoggingConfigurable):
             self.log.warning("Could not report %s's activity to the Hub: %s", user, error)
 
     async def _request(self, user: str, body: dict[str, t.Any]) -> None:
-        quoted = urllib.parse.quote(user, safe="")
-        await AsyncHTTPClient().fetch(
-            HTTPRequest(
-                f"{self._api_url}/users/{quoted}/activity",
-                method="POST",
-                headers={
-                    "Authorization": f"token {self._api_token}",
-                    "Content-Type": "application/json",
-                },
-                body=json.dumps(body),
-                request_timeout=self.request_timeout,
-            )
+        await hub_request(
+            f"users/{urllib.parse.quote(user, safe='')}/activity",
+            method="POST",
+            body=body,
+            timeout=self.request_timeout,
         )
 
     def stop(self) -> None:
@@ -117,3 +137,34 @@ class HubActivityReporter(LoggingConfigurable):
         if self._task is not None:
             self._task.cancel()
             self._task = None
+
+
+class HubUserDirectory(LoggingConfigurable):
+    """Tells whether a user name exists on the Hub (with the ``read:users:name`` scope)."""
+
+    request_timeout = Float(
+        5,
+        min=1,
+        config=True,
+        help="Seconds a question to the Hub about a user name may take before it is given up.",
+    )
+
+    async def exists(self, name: str) -> bool | None:
+        """Whether the Hub has a user ``name``; ``None`` if it cannot tell (no scope, no Hub)."""
+        try:
+            await hub_request(
+                f"users/{urllib.parse.quote(name, safe='')}", timeout=self.request_timeout
+            )
+        except HTTPClientError as error:
+            if error.code == 404:
+                return False
+            self.log.warning(
+                "Cannot check user names with the Hub (%s): shares are granted unchecked; give "
+                "the service the read:users:name scope to check them",
+                error,
+            )
+            return None
+        except (OSError, asyncio.TimeoutError) as error:
+            self.log.warning("Cannot check user names with the Hub: %s", error)
+            return None
+        return True
