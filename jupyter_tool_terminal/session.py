@@ -349,6 +349,15 @@ class Session:
         self._touch()
         if self.recording is not None:
             self.recording.input(text)
+        if not self._input and (self._input_task is None or self._input_task.done()):
+            # Nothing is queued before it: what the terminal takes now goes at once.
+            try:
+                data = data[channel.write_nowait(data) :]
+            except (ConnectionError, OSError):
+                self._log.debug("Tool terminal input dropped: the stream is closed")
+                return True
+            if not data:
+                return True
         self._input.append(data)
         self._input_size += len(data)
         if self._input_task is None or self._input_task.done():
