@@ -134,6 +134,8 @@ class Target:
     container: str = ""
     #: Whether the server has lagprobe's ``/bench/echo`` (the WebSocket hop alone).
     hop: bool = True
+    #: The server's process id (for its CPU time), if this run started it.
+    server_pid: int | None = None
 
     def ws_base(self) -> str:
         return self.base.replace("http://", "ws://", 1)
@@ -495,6 +497,7 @@ async def measure_floods(
 ) -> dict[str, dict[str, t.Any]]:
     """``plan.flood_rounds`` floods through every target, taking turns; the median counts."""
     rates: dict[str, list[float]] = {target.key: [] for target in targets}
+    cpus: dict[str, list[dict[str, float]]] = {target.key: [] for target in targets}
     # C twice: its socket read by a blocking loop (the reference: what the socket gives) and
     # by the asyncio client the other paths' figures come through (what that client reaches).
     asyncio_client: list[float] = []
@@ -508,11 +511,17 @@ async def measure_floods(
             else:
                 found = await measure_flood(client, target, plan)
             rates[target.key].append(found["mb_s"])
+            cpus[target.key].append(found["cpu_ms_per_mb"])
     figures: dict[str, dict[str, t.Any]] = {
         key: {
             "mb_s": round(statistics.median(values), 2),
             "rounds_mb_s": values,
             "bytes": plan.flood_bytes,
+            # Where a megabyte's CPU went (median of the rounds, per process group).
+            "cpu_ms_per_mb": {
+                part: round(statistics.median(cpu[part] for cpu in cpus[key]), 2)
+                for part in ("server", "engine", "client")
+            },
         }
         for key, values in rates.items()
     }
@@ -566,6 +575,7 @@ def raw_flood_blocking(api: t.Any, container: str, nbytes: int) -> dict[str, t.A
         raw.settimeout(max(60.0, nbytes / 1e6))
         raw.sendall(flood_command(nbytes).encode())
         seen = seen[read_until(b"F_42\r\n", seen) :]
+        meter = CpuMeter(None)
         start = time.perf_counter()
         received = bytearray(seen)
         while b"G_42" not in received[-4096:]:
@@ -574,12 +584,37 @@ def raw_flood_blocking(api: t.Any, container: str, nbytes: int) -> dict[str, t.A
                 raise BenchError("raw socket closed during the flood")
             received += chunk
         elapsed = time.perf_counter() - start
+        cpu = meter.ms_per_mb(nbytes)
         check_flood(received.decode("utf-8", errors="replace"), nbytes)
         with contextlib.suppress(OSError):
             raw.sendall(b"exit\r")
     finally:
         raw.close()
-    return {"mb_s": round(nbytes / elapsed / 1e6, 2), "seconds": round(elapsed, 3), "bytes": nbytes}
+    return {
+        "mb_s": round(nbytes / elapsed / 1e6, 2),
+        "seconds": round(elapsed, 3),
+        "bytes": nbytes,
+        "cpu_ms_per_mb": cpu,
+    }
+
+
+class CpuMeter:
+    """CPU seconds spent while a flood runs, by the server, the engine and this client (this
+    process): where a megabyte's CPU goes, and whether the client could be the bottleneck."""
+
+    def __init__(self, server_pid: int | None) -> None:
+        self.servers = server_processes(server_pid)
+        self.engine = engine_processes()
+        self.before = self._now()
+
+    def _now(self) -> list[float]:
+        return [cpu_seconds(self.servers), cpu_seconds(self.engine), time.process_time()]
+
+    def ms_per_mb(self, nbytes: int) -> dict[str, float]:
+        """Milliseconds of CPU per megabyte of output since this meter was made."""
+        spent = [b - a for a, b in zip(self.before, self._now(), strict=True)]
+        per_mb = [round(seconds * 1e3 / (nbytes / 1e6), 2) for seconds in spent]
+        return dict(zip(("server", "engine", "client"), per_mb, strict=True))
 
 
 async def measure_flood(client: Client, target: Target, plan: Plan) -> dict[str, t.Any]:
@@ -590,6 +625,7 @@ async def measure_flood(client: Client, target: Target, plan: Plan) -> dict[str,
     try:
         await term.send(flood_command(nbytes))
         await term.expect("F_42\r\n")
+        meter = CpuMeter(target.server_pid)
         start = time.perf_counter()
         chunks = [term.buf]
         term.buf = ""
@@ -602,13 +638,19 @@ async def measure_flood(client: Client, target: Target, plan: Plan) -> dict[str,
             received += len(chunk)
             tail = (tail + chunk)[-16:]
         elapsed = time.perf_counter() - start
+        cpu = meter.ms_per_mb(nbytes)
         text = "".join(chunks)
         del chunks
         check_flood(text, nbytes)
         del text
     finally:
         await client.close_term(target, term)
-    return {"mb_s": round(nbytes / elapsed / 1e6, 2), "seconds": round(elapsed, 3), "bytes": nbytes}
+    return {
+        "mb_s": round(nbytes / elapsed / 1e6, 2),
+        "seconds": round(elapsed, 3),
+        "bytes": nbytes,
+        "cpu_ms_per_mb": cpu,
+    }
 
 
 def tree_memory(pid: int) -> dict[str, float]:
@@ -1138,9 +1180,10 @@ class Lab:
             start_new_session=True,
         )
         log.close()
-        server = Server(
-            name, process, Target(name, kind, f"http://127.0.0.1:{port}", token, container), home
+        target = Target(
+            name, kind, f"http://127.0.0.1:{port}", token, container, server_pid=process.pid
         )
+        server = Server(name, process, target, home)
         self.servers.append(server)
         return server
 
@@ -1260,6 +1303,9 @@ def rows(plan: Plan) -> list[Row]:
             get("flood.asyncio_client_mb_s"),
             False,
         ),
+        ("flood: server CPU per MB", "ms", get("flood.cpu_ms_per_mb.server"), True),
+        ("flood: engine CPU per MB", "ms", get("flood.cpu_ms_per_mb.engine"), True),
+        ("flood: client CPU per MB", "ms", get("flood.cpu_ms_per_mb.client"), True),
     ]
     for n in plan.scale_ns:
         table += [

@@ -22,6 +22,7 @@ from .handlers import (
     SessionsHandler,
     TerminalSocket,
 )
+from .hub_api import HubActivityReporter, HubUserDirectory, running_as_hub_service
 from .manager import SessionManager
 from .page import ToolTilesPage
 from .recording import Recorder, Redactor
@@ -264,6 +265,8 @@ class ToolTerminalApp(ExtensionApp):
     tool_runtime: ToolRuntime | None = None
     #: The registry of sessions; ``None`` while the extension is disabled by a config error.
     session_manager: SessionManager | None = None
+    #: Reports users' activity to JupyterHub when this server is a Hub service, else ``None``.
+    hub_activity: HubActivityReporter | None = None
 
     @default("recording_dir")
     def _default_recording_dir(self) -> str:
@@ -303,6 +306,10 @@ class ToolTerminalApp(ExtensionApp):
             self.tool_runtime = self._make_runtime(tool_types)
             if self.tool_runtime is None:
                 return
+        user_directory = None
+        if running_as_hub_service():
+            self.hub_activity = HubActivityReporter(parent=self, log=self.log)
+            user_directory = HubUserDirectory(parent=self, log=self.log)
         self.session_manager = SessionManager(
             runtime=self.tool_runtime,
             tool_types=tool_types,
@@ -326,6 +333,7 @@ class ToolTerminalApp(ExtensionApp):
             ),
             audit=AuditLog(getattr(self.serverapp, "event_logger", None), self.log),
             on_activity=self._record_activity,
+            user_directory=user_directory,
         )
 
     def _make_runtime(self, tool_types: dict[str, ToolType]) -> ToolRuntime | None:
@@ -399,12 +407,15 @@ class ToolTerminalApp(ExtensionApp):
             ]
         )
 
-    def _record_activity(self, moment: datetime.datetime) -> None:
+    def _record_activity(self, user: str, moment: datetime.datetime) -> None:
         # jupyter_server's last activity (`/api/status`, what a JupyterHub single-user server
         # reports to the Hub for idle culling) is the latest `*_last_activity` setting.
         web_app = getattr(self.serverapp, "web_app", None)
         if web_app is not None:
             web_app.settings[LAST_ACTIVITY_SETTING] = moment
+        # A Hub service is nobody's server: it reports its users' activity to the Hub itself.
+        if self.hub_activity is not None:
+            self.hub_activity.record(user, moment)
 
     def current_activity(self) -> bool:
         """Whether any tool terminal is open (keeps an idle-shutdown server alive)."""
@@ -416,3 +427,5 @@ class ToolTerminalApp(ExtensionApp):
             await self.session_manager.shutdown()
         if self.tool_runtime is not None:
             self.tool_runtime.close()
+        if self.hub_activity is not None:
+            self.hub_activity.stop()

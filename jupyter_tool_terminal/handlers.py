@@ -239,7 +239,7 @@ class ObserversHandler(ToolTerminalAPIHandler):
         user = self.body_string("user")
         username = t.cast(User, self.current_user).username
         try:
-            self.tool_sessions.grant(session, user, username)
+            await self.tool_sessions.grant(session, user, username)
         except SessionError as error:
             self.fail(error)
         self.set_status(201)

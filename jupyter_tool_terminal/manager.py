@@ -100,6 +100,13 @@ def valid_session_id(value: t.Any) -> bool:
     return isinstance(value, str) and SESSION_ID.fullmatch(value) is not None
 
 
+class UserDirectory(t.Protocol):
+    """Something that knows the users of this deployment (JupyterHub does)."""
+
+    async def exists(self, name: str) -> bool | None:
+        """Whether a user ``name`` exists; ``None`` if it cannot tell."""
+
+
 class SessionManager:
     """Creates, finds and ends sessions, and enforces who may see which."""
 
@@ -121,7 +128,8 @@ class SessionManager:
         scrollback_lines: int = 500,
         audit: AuditLog | None = None,
         recorder: Recorder | None = None,
-        on_activity: t.Callable[[datetime.datetime], None] | None = None,
+        on_activity: t.Callable[[str, datetime.datetime], None] | None = None,
+        user_directory: UserDirectory | None = None,
     ) -> None:
         self.runtime = runtime
         self.tool_types = dict(tool_types)
@@ -143,6 +151,8 @@ class SessionManager:
         self.recorder = recorder
         #: Called with the time of a session's input or output (at most once a second each).
         self.on_activity = on_activity
+        #: Who the users are, where something knows (a Hub); shares name existing users only.
+        self.user_directory = user_directory
         self.sessions: dict[str, Session] = {}
         # Slots taken by sessions still starting, so that limits hold under concurrency.
         self._starting: dict[str, int] = {}
@@ -202,7 +212,7 @@ class SessionManager:
 
     # -- observers ----------------------------------------------------------------------------
 
-    def grant(self, session: Session, user: t.Any, username: str) -> None:
+    async def grant(self, session: Session, user: t.Any, username: str) -> None:
         """Let ``user`` watch ``session`` read-only (``username`` is the granting owner's)."""
         if not isinstance(user, str) or not USER_NAME.fullmatch(user):
             msg = "The user must be a user name (1-128 characters, no spaces or '/')."
@@ -210,6 +220,12 @@ class SessionManager:
         if user == session.owner:
             msg = "You cannot share a terminal with yourself."
             raise SessionError(msg)
+        if self.user_directory is not None and await self.user_directory.exists(user) is False:
+            msg = f"There is no user named {user}."
+            raise SessionError(msg)
+        if session.ended:  # while the directory was asked
+            msg = "The terminal has ended."
+            raise NotFound(msg)
         if user in session.observers:
             msg = f"The terminal is already shared with {user}."
             raise Conflict(msg)

@@ -14,6 +14,7 @@ output from the recording (a marker says so), it never holds the terminal back.
 
 from __future__ import annotations
 
+import bisect
 import concurrent.futures
 import contextlib
 import datetime
@@ -75,6 +76,13 @@ class RecordingError(RuntimeError):
     """A recording cannot be started; the session must not start without it."""
 
 
+#: Escape sequences that show nothing themselves: CSI (colours, cursor moves), OSC (titles,
+#: hyperlinks), character set designations and the other two-character escapes.
+ESCAPE_SEQUENCE = re.compile(
+    r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[()*+][0-~]|[@-Z\\-_])"
+)
+
+
 class Redactor:
     """Replaces secrets in text: built-in formats, operator regexes and literal strings."""
 
@@ -97,10 +105,60 @@ class Redactor:
         return (keep or "") + REDACTED
 
     def redact(self, text: str) -> str:
-        """``text`` with every secret replaced."""
+        """``text`` with every secret replaced, also one split by escape sequences."""
         for pattern in self._patterns:
             text = pattern.sub(self._replace, text)
+        if "\x1b" in text:
+            text = self._redact_as_shown(text)
         return text
+
+    def _redact_as_shown(self, text: str) -> str:
+        """Redact secrets in the text a terminal shows, ignoring the escape sequences between
+        their characters (`printf 'ghp_ab\\e[1mcd...'` shows a whole token). A secret's
+        characters are replaced; the escape sequences among them are kept, so that what the
+        terminal was told (a colour, a title) stays as it was."""
+        # The shown text, and for each of its runs the offset where it starts in ``text``.
+        runs: list[tuple[int, int]] = []
+        pieces: list[str] = []
+        shown_length = last = 0
+        for escape in ESCAPE_SEQUENCE.finditer(text):
+            if escape.start() > last:
+                runs.append((shown_length, last))
+                pieces.append(text[last : escape.start()])
+                shown_length += escape.start() - last
+            last = escape.end()
+        runs.append((shown_length, last))
+        pieces.append(text[last:])
+        shown = "".join(pieces)
+        starts = [start for start, _ in runs]
+
+        def position(index: int) -> int:
+            run = bisect.bisect_right(starts, index) - 1
+            return runs[run][1] + index - runs[run][0]
+
+        spans: list[tuple[int, int, str]] = []
+        for pattern in self._patterns:
+            for match in pattern.finditer(shown):
+                if match.end() > match.start():
+                    spans.append(
+                        (
+                            position(match.start()),
+                            position(match.end() - 1) + 1,
+                            self._replace(match),
+                        )
+                    )
+        if not spans:
+            return text
+        out: list[str] = []
+        done = 0
+        for start, end, replacement in sorted(spans):
+            if start < done:  # overlaps one already replaced
+                continue
+            kept = "".join(ESCAPE_SEQUENCE.findall(text, start, end))
+            out += [text[done:start], replacement, kept]
+            done = end
+        out.append(text[done:])
+        return "".join(out)
 
     def safe_end(self, text: str, end: int) -> int:
         """The latest position at or before ``end`` that lies inside no match in ``text``."""

@@ -91,7 +91,7 @@ class Session:
         scrollback_lines: int = 500,
         on_ended: t.Callable[[Session, str, int | None], None],
         log: logging.Logger,
-        on_activity: t.Callable[[datetime.datetime], None] | None = None,
+        on_activity: t.Callable[[str, datetime.datetime], None] | None = None,
     ) -> None:
         self.id = secrets.token_urlsafe(24)
         self.owner = owner
@@ -152,7 +152,7 @@ class Session:
             and now - self._activity_reported >= ACTIVITY_REPORT_INTERVAL
         ):
             self._activity_reported = now
-            self._on_activity(self.last_activity)
+            self._on_activity(self.username, self.last_activity)
 
     # -- starting and stopping the shell ------------------------------------------------------
 
@@ -349,6 +349,15 @@ class Session:
         self._touch()
         if self.recording is not None:
             self.recording.input(text)
+        if not self._input and (self._input_task is None or self._input_task.done()):
+            # Nothing is queued before it: what the terminal takes now goes at once.
+            try:
+                data = data[channel.write_nowait(data) :]
+            except (ConnectionError, OSError):
+                self._log.debug("Tool terminal input dropped: the stream is closed")
+                return True
+            if not data:
+                return True
         self._input.append(data)
         self._input_size += len(data)
         if self._input_task is None or self._input_task.done():

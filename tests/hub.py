@@ -150,6 +150,15 @@ c.JupyterHub.services.append(
 c.JupyterHub.load_roles.append(
     {{"name": "user", "scopes": ["self", "access:services!service={service}"]}}
 )
+# The service reports its users' activity to the Hub (their work there keeps them alive) and
+# checks the user names that terminals are shared with.
+c.JupyterHub.load_roles.append(
+    {{
+        "name": "tool-terminal-service",
+        "scopes": ["users:activity", "read:users:name"],
+        "services": [{service!r}],
+    }}
+)
 c.JupyterHub.spawner_class = "simple"
 c.SimpleLocalProcessSpawner.home_dir_template = "{directory}/home/{{username}}"
 c.Spawner.cmd = [{sys.executable!r}, "-m", "jupyterhub.singleuser"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import http.server
 import json
 import os
@@ -42,6 +43,7 @@ SERVICE_CONFIG = f"""
 c.ToolTerminalApp.tool_types = {{"sandbox": {{"display_name": "Sandbox", "shell": ["/bin/sh"]}}}}
 c.ToolTerminalApp.auth_recheck_interval = {RECHECK_INTERVAL}
 c.HubOAuth.cache_max_age = {CACHE_AGE}
+c.HubActivityReporter.interval = 1
 """
 
 
@@ -305,6 +307,59 @@ async def test_users_servers_have_no_engine_and_their_lab_token_reaches_the_serv
     # A cookie alone cannot mint a cookie.
     status, _ = await lab_client.json("POST", f"{API}/hub-login", data=b"")
     assert status in (400, 403)
+
+
+def _activity(hub: Hub, name: str) -> tuple[datetime.datetime, datetime.datetime | None]:
+    """A user's last activity on the Hub, and their default server's (if they have one)."""
+    model = hub.user_model(name)
+    server = model["servers"].get("")
+
+    def parse(stamp: str) -> datetime.datetime:
+        return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+    return parse(model["last_activity"]), parse(server["last_activity"]) if server else None
+
+
+async def test_typing_only_in_the_service_keeps_the_user_and_their_server_active(
+    hub: Hub, alice: Browser, bob: Browser, make_instance: InstanceFactory
+) -> None:
+    # Alice's own server is the one idle culling would stop; bob has none (never started).
+    await asyncio.to_thread(hub.start_server, "alice")
+    since = datetime.datetime.now(datetime.timezone.utc)
+    for user, name in ((alice, "alice"), (bob, "bob")):
+        _, term = await user.terminal(PREFIX, make_instance(owner=name).name)
+        # From here on they only type: nothing their own servers would count.
+        deadline = time.monotonic() + 30
+        typed = 0
+        while True:
+            person, server = await asyncio.to_thread(_activity, hub, name)
+            if person > since and (name == "bob" or (server is not None and server > since)):
+                break
+            assert time.monotonic() < deadline, f"the Hub never heard of {name}'s typing"
+            typed += 1
+            assert (await term.run(f"echo $(({typed}*6))")).strip() == str(typed * 6)
+        term.ws.close()
+    assert "" not in hub.user_model("bob")["servers"]
+
+
+async def test_a_terminal_is_shared_only_with_users_the_hub_knows(
+    hub: Hub, alice: Browser, bob: Browser, make_instance: InstanceFactory
+) -> None:
+    model, term = await alice.terminal(PREFIX, make_instance(owner="alice").name)
+    observers = f"{API}/sessions/{model['id']}/observers"
+    status, body = await alice.json("POST", observers, data=json.dumps({"user": "bobb"}))
+    assert (status, body["message"]) == (400, "There is no user named bobb.")
+    assert await alice.json("GET", observers) == (200, [])
+    status, body = await alice.json("POST", observers, data=json.dumps({"user": "bob"}))
+    assert (status, body) == (201, ["bob"])
+    # Bob watches: he sees what alice's shell prints.
+    watching = await bob.websocket(f"{PREFIX}tool-terminal/websocket/{model['id']}")
+    observer = TerminalClient(watching)
+    assert await observer.next_frame() == ["setup", {}]
+    assert (await term.run("echo $((6*7))")).strip() == "42"
+    await observer.expect("42")
+    watching.close()
+    term.ws.close()
 
 
 async def test_with_the_hub_unreachable_nothing_is_served_and_access_returns_with_it(

@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import time
 import typing as t
 from pathlib import Path
@@ -88,6 +89,29 @@ def test_redaction_of_builtin_formats_literals_and_operator_patterns(text: str, 
     redacted = redactor.redact(text)
     assert REDACTED in redacted
     assert redacted.replace(REDACTED, "") == kept
+
+
+#: Escape sequences a terminal shows nothing for: a colour, bold off, a cursor move, a title.
+SPLITTERS = ("\x1b[1;31m", "\x1b[0m", "\x1b[2C", "\x1b]0;title\x07", "\x1b(B")
+
+
+@pytest.mark.parametrize("splitter", SPLITTERS)
+def test_a_secret_split_by_escape_sequences_is_redacted_as_shown(splitter: str) -> None:
+    # `printf 'ghp_A1b2\e[1;31mC3d4...'` shows the whole token on the screen; so would a
+    # recording's player, were the pieces written.
+    redactor = Redactor([], [LITERAL])
+    for secret in (FAKE_GITHUB_TOKEN, FAKE_AWS_KEY, LITERAL):
+        for cut in (1, len(secret) // 2, len(secret) - 1):
+            text = f"before {secret[:cut]}{splitter}{secret[cut:]} after\r\n"
+            redacted = redactor.redact(text)
+            shown = re.sub(r"\x1b(?:\[[0-9;]*[A-Za-z]|\][^\x07]*\x07|\([A-Z])", "", redacted)
+            assert secret[:cut] not in shown or cut < 4, (secret, cut, redacted)
+            assert secret[cut:] not in shown or len(secret) - cut < 4, (secret, cut, redacted)
+            assert REDACTED in shown
+            # What the terminal was told besides the secret stays: the escape, the words.
+            assert splitter in redacted
+            assert shown.startswith("before ")
+            assert shown.endswith(" after\r\n")
 
 
 def test_an_invalid_operator_pattern_is_an_error_naming_it() -> None:

@@ -67,6 +67,15 @@ class ShellChannel(abc.ABC):
     async def write(self, data: bytes) -> None:
         """Send keystrokes to the terminal, waiting while its input is full."""
 
+    def write_nowait(self, data: bytes) -> int:
+        """Send as much of ``data`` as the terminal takes without waiting; how many bytes.
+
+        The fast path for keystrokes (a task per keystroke costs the echo a turn of the event
+        loop). 0 if the channel cannot; :meth:`write` then sends the rest.
+        """
+        del data
+        return 0
+
     @abc.abstractmethod
     async def resize(self, rows: int, cols: int) -> None:
         """Set the terminal size."""

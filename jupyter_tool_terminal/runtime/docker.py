@@ -126,6 +126,12 @@ class _ExecChannel(ShellChannel):
             raise ConnectionResetError(msg)
         await self._stream.write(data)
 
+    def write_nowait(self, data: bytes) -> int:
+        if self._stream is None:
+            msg = "the shell's stream is not open"
+            raise ConnectionResetError(msg)
+        return len(data) if self._stream.write_nowait(data) else 0
+
     def hold_output(self, held: bool) -> None:
         if self._stream is not None:
             self._stream.hold(held)
@@ -276,6 +282,11 @@ class _ThreadExecChannel(_ExecChannel):
 
     async def write(self, data: bytes) -> None:
         await self._runtime.run(self._sock.sendall, data)
+
+    def write_nowait(self, data: bytes) -> int:
+        # Its socket is blocking (a thread reads it): writes go through the pool.
+        del data
+        return 0
 
 
 class DockerRuntime(ToolRuntime):

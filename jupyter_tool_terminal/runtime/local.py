@@ -204,6 +204,17 @@ class _LocalShellChannel(ShellChannel):
         read-ahead buffer (see :meth:`_readable`), and is read in one piece afterwards."""
         del held
 
+    def write_nowait(self, data: bytes) -> int:
+        if self._write_lock.locked():
+            return 0
+        if self._terminated or self._exited.done():
+            msg = "the shell has ended"
+            raise ConnectionError(msg)
+        try:
+            return os.write(self._fd, data)
+        except BlockingIOError:
+            return 0
+
     async def write(self, data: bytes) -> None:
         view = memoryview(data)
         async with self._write_lock:

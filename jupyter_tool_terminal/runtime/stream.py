@@ -134,6 +134,17 @@ class ShellStream(asyncio.Protocol):
         self._update_reading()
         return data
 
+    def write_nowait(self, data: bytes) -> bool:
+        """Send ``data`` unless the transport's write buffer is full (then ``False``)."""
+        transport = self.transport
+        if transport is None or self._lost or transport.is_closing():
+            msg = "the shell's connection is closed"
+            raise ConnectionResetError(msg)
+        if self._writing_paused:
+            return False
+        transport.write(data)
+        return True
+
     async def write(self, data: bytes) -> None:
         """Send ``data``, waiting while the transport's write buffer is full."""
         transport = self.transport
