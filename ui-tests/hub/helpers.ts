@@ -110,7 +110,10 @@ export async function typeLine(
 /**
  * Wait until a terminal shows a row that is exactly `row`.
  */
-export async function waitForRow(terminal: Locator, row: string): Promise<void> {
+export async function waitForRow(
+  terminal: Locator,
+  row: string,
+): Promise<void> {
   await expect
     .poll(async () => (await screenText(terminal)).includes(row), {
       message: `a terminal row "${row}"`,

@@ -58,9 +58,7 @@ async function contextMenu(
   label: string,
 ): Promise<void> {
   await terminal.locator(".xterm-screen").click({ button: "right" });
-  await page
-    .locator(".lm-Menu .lm-Menu-itemLabel", { hasText: label })
-    .click();
+  await page.locator(".lm-Menu .lm-Menu-itemLabel", { hasText: label }).click();
 }
 
 test("bob watches alice's terminal read-only, live, until she stops sharing", async ({
@@ -102,9 +100,9 @@ test("bob watches alice's terminal read-only, live, until she stops sharing", as
   await bobDialog.getByRole("button", { name: "OK" }).click();
   const observer = bob.page.locator(".jp-ToolTerminal-observer:visible");
   await expect(observer.locator(".xterm-helper-textarea")).toHaveCount(1);
-  await expect(bob.page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current")).toContainText(
-    `${ALICE_CONTAINER} of alice (read-only)`,
-  );
+  await expect(
+    bob.page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current"),
+  ).toContainText(`${ALICE_CONTAINER} of alice (read-only)`);
 
   // The same screen, then the same live output.
   await expectSameScreen(terminal, observer);
@@ -124,9 +122,9 @@ test("bob watches alice's terminal read-only, live, until she stops sharing", as
     expect(rows.filter((row) => row.includes("bob-"))).toEqual([]);
     expect(rows).not.toContain("9");
   }
-  expect(bobSent.filter((frame) => /^\["(stdin|set_size)"/.test(frame))).toEqual(
-    [],
-  );
+  expect(
+    bobSent.filter((frame) => /^\["(stdin|set_size)"/.test(frame)),
+  ).toEqual([]);
 
   // alice stops sharing: bob's panel says so at once, without a dialog, and
   // shows nothing more of her terminal.
