@@ -1567,6 +1567,7 @@ async def run(plan: Plan, lab: Lab, only: set[str], phases: set[str]) -> dict[st
             f"c.ToolTerminalApp.owner = {OWNER!r}\n"
             f"c.ToolTerminalApp.max_sessions = {ns + 50}\n"
             f"c.ToolTerminalApp.max_sessions_per_user = {ns + 50}\n"
+            f"c.ToolTerminalApp.max_clients_per_user = {ns + 50}\n"
             f"c.DockerRuntime.threads = 64\n",
             container,
         ),
@@ -1579,7 +1580,8 @@ async def run(plan: Plan, lab: Lab, only: set[str], phases: set[str]) -> dict[st
             f"{{'tool': {TOOL!r}, 'root': {str(lab.tmp / LOCAL_INSTANCE)!r}}}}}\n"
             f"c.ToolTerminalApp.owner = {OWNER!r}\n"
             f"c.ToolTerminalApp.max_sessions = {ns + 50}\n"
-            f"c.ToolTerminalApp.max_sessions_per_user = {ns + 50}\n",
+            f"c.ToolTerminalApp.max_sessions_per_user = {ns + 50}\n"
+            f"c.ToolTerminalApp.max_clients_per_user = {ns + 50}\n",
             LOCAL_INSTANCE,
         ),
         "A": lab.start_server(

@@ -44,8 +44,10 @@ from .launch import SESSION_TAG_VARIABLE, shell_command, shell_environment
 INSTANCE_KEYS = ("tool", "root")
 #: How long an ending shell's exit status is waited for after its processes were killed.
 REAP_TIMEOUT = 5.0
-#: The most output taken off a PTY ahead of the session's reads (one session read's worth).
-READ_AHEAD = 64 * 1024
+#: The most output taken off a PTY ahead of the session's reads: several session reads' worth,
+#: so that a flood keeps flowing while the session gathers a frame (with one read's worth the
+#: shell stopped for every frame interval, which capped a flood at 64 KiB per 2 ms).
+READ_AHEAD = 256 * 1024
 
 
 @dataclasses.dataclass(frozen=True)

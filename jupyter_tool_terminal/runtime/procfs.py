@@ -57,8 +57,8 @@ class Found:
     #: Their process groups, and those of the exited ones: a child forked by a process that
     #: exited meanwhile may not have been listed yet, but is in its parent's group.
     groups: set[int] = dataclasses.field(default_factory=set)
-    #: ``False`` if a listed process vanished before it could be read: it may have forked a
-    #: child that the listing missed, so only another scan can tell.
+    #: ``False`` if processes kept vanishing between a listing and their reading (each may have
+    #: forked a child after the listing) for every one of ``MAX_LISTINGS`` listings.
     complete: bool = True
 
 
@@ -96,6 +96,14 @@ def _carries(pid: int, needle: bytes) -> bool:
         return False
 
 
+#: How many times one scan lists ``/proc`` again to catch children of processes that vanished.
+MAX_LISTINGS = 50
+
+
+def _listed() -> set[int]:
+    return {int(name) for name in os.listdir("/proc") if name.isdigit()}
+
+
 def find(shell: ShellProcesses) -> Found:
     """The shell's processes as they are now: the live ones and the groups of all of them."""
     needle = f"{shell.variable}={shell.tag}".encode()
@@ -105,28 +113,38 @@ def find(shell: ShellProcesses) -> Found:
     candidates: dict[int, _Stat] = {}
     found: set[int] = set()
     sessions = {shell.session}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        pid = int(name)
-        try:
-            if pid in own or os.stat(f"/proc/{pid}").st_uid != shell.uid:
+    examined: set[int] = set()
+    batch = _listed()
+    for _ in range(MAX_LISTINGS):
+        vanished = False
+        for pid in batch - own:
+            try:
+                if os.stat(f"/proc/{pid}").st_uid != shell.uid:
+                    continue
+            except OSError:
+                vanished = True
                 continue
-        except OSError:
-            result.complete = False
-            continue
-        stat = _stat(pid)
-        if stat is None:
-            result.complete = False
-            continue
-        if stat.start < shell.since or stat.session in never:
-            continue
-        candidates[pid] = stat
-        if stat.session == shell.session:
-            found.add(pid)
-        elif not stat.dead and _carries(pid, needle):
-            found.add(pid)
-            sessions.add(stat.session)
+            stat = _stat(pid)
+            if stat is None:
+                vanished = True
+                continue
+            if stat.start < shell.since or stat.session in never:
+                continue
+            candidates[pid] = stat
+            if stat.session == shell.session:
+                found.add(pid)
+            elif not stat.dead and _carries(pid, needle):
+                found.add(pid)
+                sessions.add(stat.session)
+        examined |= batch
+        if not vanished:
+            break
+        # A process that vanished between the listing and its reading may have forked a child
+        # after the listing: list again, and look at the newcomers (only at them: processes
+        # that other kills end meanwhile must not keep this one going).
+        batch = _listed() - examined
+    else:
+        result.complete = False
     # Sessions that tagged processes started hold children that may have cleared their tag,
     # and so do the children of any process found; until nothing more is found.
     while True:

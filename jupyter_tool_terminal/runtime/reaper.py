@@ -132,25 +132,25 @@ alternatives() {{
   _alt=${{_alt#|}}
 }}
 grep_each() {{
-  _kind=$1
-  shift
-  set -- "$@" /proc/[0-9]*/"$_kind"
-  _hits= _read=
-  for _l in $(grep -c -H -s "$@"); do
-    _p=${{_l#/proc/}}; _p=${{_p%%/*}}
-    _read="$_read $_p"
-    case $_l in *:0) ;; *) _hits="$_hits $_p" ;; esac
+  # grep_each KIND OPTIONS PATTERN: grep /proc/*/KIND; the pids with a match in $_hits.
+  # `grep -c -H` answers for every file it could read, in the order it was given them, so a
+  # walk along both lists finds the files it could not read; one that no longer exists was
+  # a process that vanished after the listing (vanished=1).
+  _kind=$1 _options=$2 _pattern=$3 _hits=
+  set -- /proc/[0-9]*/"$_kind"
+  for _l in $(grep -c -H -s $_options ${{_pattern:+"$_pattern"}} "$@"); do
+    while [ $# -gt 0 ] && [ "${{_l%:*}}" != "$1" ]; do
+      [ -e "$1" ] || vanished=1
+      shift
+    done
+    [ $# -gt 0 ] && shift
+    case $_l in *:0) ;; *) _p=${{_l#/proc/}}; _hits="$_hits ${{_p%%/*}}" ;; esac
   done
-  for _f in "$@"; do
-    case $_f in /proc/*) ;; *) continue ;; esac
-    _p=${{_f#/proc/}}; _p=${{_p%/*}}
-    case " $_read " in *" $_p "*) continue ;; esac
-    [ -e "$_f" ] || vanished=1
-  done
+  for _f in "$@"; do [ -e "$_f" ] || vanished=1; done
 }}
 scan() {{
   vanished=
-  grep_each environ -z -x -F "$@"
+  grep_each environ "-z -x -F $_tags" ""
   for _p in $_hits; do consider "$_p" tagged; done
   [ -n "$victims" ] || return 0
   alternatives "$victims"
@@ -197,25 +197,37 @@ kill_session() {{
   ids_of "$me"; my_pgid=$_pgid my_sid=$_sid
   _tags=
   for _t in "$@"; do _tags="$_tags -e {SESSION_TAG_VARIABLE}=$_t"; done
-  set -- $_tags
   uptime_s; _deadline=$((_up + {KILL_TIME_LIMIT}))
-  stopped= victims= sids= groups= frozen= held=
+  stopped= victims= sids= groups= frozen= held= _vanishing=0
   while :; do
-    scan "$@"
+    scan
     if [ -n "$vanished" ] && [ -z "$frozen" ]; then
-      # Tagged processes die faster than a scan reads them: a forking loop. Everything this
-      # kill may signal is frozen at once (the kernel's `kill -1` reaches children forked
-      # meanwhile too), looked at in peace, and all but the victims continued afterwards.
-      freeze_all
-      continue
+      # A process vanished between a listing and its reading: it may have forked a child the
+      # listing missed, so this round proves nothing and another looks again. When rounds keep
+      # seeing that (a forking loop outruns them), everything this kill may signal is frozen
+      # at once (the kernel's `kill -1` reaches children forked meanwhile too), looked at in
+      # peace, and all but the victims continued afterwards. (Processes a previous kill ended
+      # vanish too while init reaps them: one more round, not a freeze.)
+      _vanishing=$((_vanishing + 1))
+      if [ "$_vanishing" -ge 3 ]; then
+        freeze_all
+        continue
+      fi
+    else
+      _vanishing=0
     fi
     _new=
     for _v in $victims; do
       case " $stopped " in *" $_v "*) ;; *) _new="$_new $_v" ;; esac
     done
-    [ -z "$_new" ] && finish 0 && return 0
-    stopped="$stopped $_new"
-    signal STOP
+    if [ -z "$_new" ] && [ "$_vanishing" = 0 ]; then
+      finish 0
+      return 0
+    fi
+    if [ -n "$_new" ]; then
+      stopped="$stopped $_new"
+      signal STOP
+    fi
     uptime_s
     if [ "$_up" -ge "$_deadline" ]; then
       finish 1
