@@ -7,8 +7,10 @@
 * ``A``: jupyter_server + ``jupyter_server_terminals`` with a local ``/bin/sh``;
 * ``B``: the same with ``shell_command=["docker", "exec", "-it", CONTAINER, "/bin/sh"]``;
 * ``C``: no server, no WebSocket: the ``docker`` SDK's raw exec TTY socket on the same container.
-  Its flood is read by a plain blocking ``recv`` loop (what the socket gives; the reference for
-  throughput) and, for comparison, by the asyncio client every other path is read by.
+
+Floods are read by a plain blocking loop in a thread of its own, the same for every path (C's
+socket, the others' WebSocket frames): what the path gives, not what a client keeps up with.
+For comparison they are also read by the asyncio client every other phase uses.
 
 Echo is also shown against its floor: the WebSocket hop alone (each server's ``/bench/echo``)
 plus C's echo, and what a path adds above it (``echo p50 - hop - C``).
@@ -53,6 +55,7 @@ from pathlib import Path
 import docker
 import matplotlib
 import psutil
+import websocket as blocking_websocket
 from tornado import httpclient, websocket
 
 matplotlib.use("Agg")
@@ -120,7 +123,7 @@ class Plan:
     def make(cls, quick: bool) -> Plan:
         if quick:
             return cls(True, 3, 10, 1_000_000, [5], [5], 2.0, 2.0, 2, 1)
-        return cls(False, 30, 300, 50_000_000, [50, 200, 500], [50, 200], 10.0, 10.0, 4, 3)
+        return cls(False, 30, 300, 50_000_000, [50, 200, 500], [50, 200], 10.0, 10.0, 4, 5)
 
 
 @dataclasses.dataclass
@@ -228,6 +231,12 @@ class WsTerm(Term):
     async def close(self) -> None:
         self.ws.close()
 
+    async def close_and_wait(self) -> None:
+        """Close, and wait for the server's answer: it has let this client go."""
+        self.ws.close()
+        while await self.ws.read_message() is not None:
+            pass
+
 
 class RawTerm(Term):
     """The exec's hijacked TTY socket itself (reference C)."""
@@ -263,13 +272,21 @@ class Client:
     def __init__(self) -> None:
         httpclient.AsyncHTTPClient.configure(None, max_clients=256)
         self.http = httpclient.AsyncHTTPClient()
-        self.api: t.Any = docker.from_env(max_pool_size=64).api
+        self._api: t.Any = None
         #: How often a ready marker had to be sent again (see ``open``).
         self.resends = 0
 
     def close(self) -> None:
         self.http.close()
-        self.api.close()
+        if self._api is not None:
+            self._api.close()
+
+    @property
+    def api(self) -> t.Any:
+        """The Docker SDK's low-level client, made when first needed (not for local paths)."""
+        if self._api is None:
+            self._api = docker.from_env(max_pool_size=64).api
+        return self._api
 
     async def request(self, target: Target, method: str, path: str, body: t.Any = None) -> t.Any:
         response = await self.http.fetch(
@@ -495,40 +512,58 @@ def flood_expected(nbytes: int) -> str:
 async def measure_floods(
     client: Client, targets: list[Target], plan: Plan
 ) -> dict[str, dict[str, t.Any]]:
-    """``plan.flood_rounds`` floods through every target, taking turns; the median counts."""
+    """``plan.flood_rounds`` floods through every target, taking turns; the median counts.
+
+    Every path is read twice a round: by a plain blocking loop in a thread (the figure: what
+    the path gives; C's raw socket, the WebSocket paths' frames) and by the asyncio client every
+    other phase uses (shown beside it: what that client reaches)."""
     rates: dict[str, list[float]] = {target.key: [] for target in targets}
     cpus: dict[str, list[dict[str, float]]] = {target.key: [] for target in targets}
-    # C twice: its socket read by a blocking loop (the reference: what the socket gives) and
-    # by the asyncio client the other paths' figures come through (what that client reaches).
-    asyncio_client: list[float] = []
+    asyncio_client: dict[str, list[float]] = {target.key: [] for target in targets}
     for _ in range(plan.flood_rounds):
         for target in targets:
             if target.kind == "raw":
                 found = await asyncio.to_thread(
                     raw_flood_blocking, client.api, target.container, plan.flood_bytes
                 )
-                asyncio_client.append((await measure_flood(client, target, plan))["mb_s"])
             else:
-                found = await measure_flood(client, target, plan)
+                found = await measure_flood_blocking(client, target, plan)
             rates[target.key].append(found["mb_s"])
             cpus[target.key].append(found["cpu_ms_per_mb"])
-    figures: dict[str, dict[str, t.Any]] = {
+            asyncio_client[target.key].append((await measure_flood(client, target, plan))["mb_s"])
+    return {
         key: {
             "mb_s": round(statistics.median(values), 2),
             "rounds_mb_s": values,
+            "asyncio_client_mb_s": round(statistics.median(asyncio_client[key]), 2),
+            "asyncio_client_rounds_mb_s": asyncio_client[key],
             "bytes": plan.flood_bytes,
             # Where a megabyte's CPU went (median of the rounds, per process group).
             "cpu_ms_per_mb": {
                 part: round(statistics.median(cpu[part] for cpu in cpus[key]), 2)
-                for part in ("server", "engine", "client")
+                for part in CPU_PARTS
             },
         }
         for key, values in rates.items()
     }
-    for target in targets:
-        if target.kind == "raw" and asyncio_client:
-            figures[target.key]["asyncio_client_mb_s"] = round(statistics.median(asyncio_client), 2)
-    return figures
+
+
+async def measure_flood_blocking(client: Client, target: Target, plan: Plan) -> dict[str, t.Any]:
+    """A flood through a WebSocket path read by the blocking reader: the terminal is opened as
+    always (its shell proven ready), its asyncio connection closed, and the blocking reader
+    connects to the same terminal (both servers keep a terminal whose client left)."""
+    term, _ = await client.open(target)
+    try:
+        assert isinstance(term, WsTerm)
+        await term.close_and_wait()
+        path = (
+            f"/tool-terminal/websocket/{term.ident}"
+            if target.kind == "tool"
+            else f"/terminals/websocket/{term.ident}"
+        )
+        return await asyncio.to_thread(websocket_flood_blocking, target, path, plan.flood_bytes)
+    finally:
+        await client.close_term(target, term)
 
 
 def flood_command(nbytes: int) -> str:
@@ -560,6 +595,12 @@ def raw_flood_blocking(api: t.Any, container: str, nbytes: int) -> dict[str, t.A
             data += chunk
         return index + len(marker)
 
+    def next_piece() -> bytes:
+        chunk = raw.recv(1 << 20)
+        if not chunk:
+            raise BenchError("raw socket closed during the flood")
+        return chunk
+
     try:
         seen = bytearray()
         # Input sent in the instant a busybox shell starts can be lost (see Client.open).
@@ -575,27 +616,128 @@ def raw_flood_blocking(api: t.Any, container: str, nbytes: int) -> dict[str, t.A
         raw.settimeout(max(60.0, nbytes / 1e6))
         raw.sendall(flood_command(nbytes).encode())
         seen = seen[read_until(b"F_42\r\n", seen) :]
-        meter = CpuMeter(None)
-        start = time.perf_counter()
-        received = bytearray(seen)
-        while b"G_42" not in received[-4096:]:
-            chunk = raw.recv(1 << 20)
-            if not chunk:
-                raise BenchError("raw socket closed during the flood")
-            received += chunk
-        elapsed = time.perf_counter() - start
-        cpu = meter.ms_per_mb(nbytes)
-        check_flood(received.decode("utf-8", errors="replace"), nbytes)
+        found, pieces = time_flood(next_piece, bytes(seen), nbytes, None)
+        check_flood(b"".join(pieces).decode("utf-8", errors="replace"), nbytes)
         with contextlib.suppress(OSError):
             raw.sendall(b"exit\r")
     finally:
         raw.close()
-    return {
+    return found
+
+
+def time_flood(
+    next_piece: t.Callable[[], bytes], before: bytes, nbytes: int, server_pid: int | None
+) -> tuple[dict[str, t.Any], list[bytes]]:
+    """Read pieces of a flood until its end marker, timed, with nothing else done meanwhile
+    (what is read is only kept; it is checked afterwards). Returns the figures and the pieces,
+    ``before`` (output that came with the start marker) first."""
+    pieces = [before]
+    tail = before[-64:]
+    meter = CpuMeter(server_pid)
+    start = time.perf_counter()
+    while b"G_42" not in tail:
+        piece = next_piece()
+        pieces.append(piece)
+        tail = (tail + piece[-64:])[-64:]
+    elapsed = time.perf_counter() - start
+    figures = {
         "mb_s": round(nbytes / elapsed / 1e6, 2),
         "seconds": round(elapsed, 3),
         "bytes": nbytes,
-        "cpu_ms_per_mb": cpu,
+        "cpu_ms_per_mb": meter.ms_per_mb(nbytes),
     }
+    return figures, pieces
+
+
+class BlockingFrames:
+    """A terminado-protocol WebSocket read by a plain blocking loop, in a thread of its own: the
+    same reader as reference C's, for the WebSocket paths, so that no path's figure is the
+    asyncio client's limit (a flood of small frames keeps that client's core nearly busy).
+
+    The handshake is websocket-client's (it reads no further than the headers); frames are then
+    cut out of large ``recv`` s here. Server frames are unmasked and not fragmented (tornado's)."""
+
+    #: What a stdout frame's JSON starts and ends with (the servers' ``json.dumps``).
+    STDOUT_HEAD = b'["stdout", "'
+    STDOUT_END = b'"]'
+
+    def __init__(self, target: Target, path: str) -> None:
+        self.ws = blocking_websocket.create_connection(
+            target.ws_base() + path,
+            header=[f"{name}: {value}" for name, value in target.headers().items()],
+            timeout=60,
+        )
+        if self.ws.sock is None:
+            raise BenchError(f"could not connect to {path}")
+        self.sock: socket.socket = self.ws.sock
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = bytearray()
+        self.pos = 0
+
+    def send(self, message: list[t.Any]) -> None:
+        self.ws.send(json.dumps(message))
+
+    def _need(self, size: int) -> None:
+        while len(self.buf) - self.pos < size:
+            if self.pos > MIB:
+                del self.buf[: self.pos]
+                self.pos = 0
+            data = self.sock.recv(MIB)
+            if not data:
+                raise BenchError("the WebSocket closed during the flood")
+            self.buf += data
+
+    def frame(self) -> tuple[int, bytes]:
+        """The next frame's opcode and payload."""
+        self._need(2)
+        opcode, length, header = self.buf[self.pos] & 0x0F, self.buf[self.pos + 1] & 0x7F, 2
+        if length >= 126:
+            header = 4 if length == 126 else 10
+            self._need(header)
+            length = int.from_bytes(self.buf[self.pos + 2 : self.pos + header], "big")
+        self._need(header + length)
+        start = self.pos + header
+        self.pos = start + length
+        return opcode, bytes(self.buf[start : self.pos])
+
+    def stdout(self) -> bytes:
+        """The next stdout frame's JSON string body, still escaped (pings and other frames are
+        skipped; a close frame ends the flood)."""
+        while True:
+            opcode, payload = self.frame()
+            if opcode == 0x8:
+                raise BenchError(f"the server closed the WebSocket: {payload[2:]!r}")
+            if opcode == 0x1 and payload.startswith(self.STDOUT_HEAD):
+                return payload[len(self.STDOUT_HEAD) : -len(self.STDOUT_END)]
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.ws.close(timeout=1)
+
+
+def websocket_flood_blocking(target: Target, path: str, nbytes: int) -> dict[str, t.Any]:
+    """A flood through a WebSocket path, read by :class:`BlockingFrames` (the terminal is open and
+    its shell at the prompt; no other client is connected)."""
+    frames = BlockingFrames(target, path)
+    try:
+        frames.send(["set_size", 24, 80, 0, 0])
+        frames.send(["stdin", flood_command(nbytes)])
+        seen = b""
+        while (index := seen.find(b"F_42\\r\\n")) < 0:
+            seen += frames.stdout()
+        found, pieces = time_flood(
+            frames.stdout, seen[index + len(b"F_42\\r\\n") :], nbytes, target.server_pid
+        )
+        check_flood(json.loads(b'"' + b"".join(pieces) + b'"'), nbytes)
+    finally:
+        frames.close()
+    return found
+
+
+#: Where a flood's CPU is counted: the server, the engine, this client, and the whole machine
+#: (which also holds the shell's own pipeline and the kernel's terminal work: a flood whose
+#: machine figure is far below ``cores x 1000 / MB/s`` is bound by latency, not CPU).
+CPU_PARTS = ("server", "engine", "client", "machine")
 
 
 class CpuMeter:
@@ -608,13 +750,18 @@ class CpuMeter:
         self.before = self._now()
 
     def _now(self) -> list[float]:
-        return [cpu_seconds(self.servers), cpu_seconds(self.engine), time.process_time()]
+        return [
+            cpu_seconds(self.servers),
+            cpu_seconds(self.engine),
+            time.process_time(),
+            machine_busy_seconds(),
+        ]
 
     def ms_per_mb(self, nbytes: int) -> dict[str, float]:
         """Milliseconds of CPU per megabyte of output since this meter was made."""
         spent = [b - a for a, b in zip(self.before, self._now(), strict=True)]
         per_mb = [round(seconds * 1e3 / (nbytes / 1e6), 2) for seconds in spent]
-        return dict(zip(("server", "engine", "client"), per_mb, strict=True))
+        return dict(zip(CPU_PARTS, per_mb, strict=True))
 
 
 async def measure_flood(client: Client, target: Target, plan: Plan) -> dict[str, t.Any]:
@@ -1083,9 +1230,17 @@ class Lab:
 
     def __init__(self) -> None:
         self.run_id = secrets.token_hex(4)
-        self.docker: t.Any = docker.from_env()
+        self._engine: t.Any = None
         self.servers: list[Server] = []
         self.tmp = Path(tempfile.mkdtemp(prefix="jtt-bench-"))
+
+    @property
+    def docker(self) -> t.Any:
+        """The Docker SDK's client, made when first needed: the local runtime and A are
+        measured on machines without Docker too."""
+        if self._engine is None:
+            self._engine = docker.from_env()
+        return self._engine
 
     def container(self, name: str) -> str:
         """Start a labelled busybox tool instance; returns its name."""
@@ -1211,14 +1366,15 @@ class Lab:
     def cleanup(self) -> None:
         for server in self.servers:
             self._stop(server)
-        with contextlib.suppress(Exception):
-            for container in self.docker.containers.list(
-                all=True, filters={"label": f"{RUN_LABEL}={self.run_id}"}
-            ):
-                with contextlib.suppress(Exception):
-                    container.remove(force=True)
-        with contextlib.suppress(Exception):
-            self.docker.close()
+        if self._engine is not None:
+            with contextlib.suppress(Exception):
+                for container in self._engine.containers.list(
+                    all=True, filters={"label": f"{RUN_LABEL}={self.run_id}"}
+                ):
+                    with contextlib.suppress(Exception):
+                        container.remove(force=True)
+            with contextlib.suppress(Exception):
+                self._engine.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     @staticmethod
@@ -1298,7 +1454,7 @@ def rows(plan: Plan) -> list[Row]:
         ("echo p50 above its floor (p50 - hop - C)", "ms", get("echo.above_floor_p50_ms"), True),
         ("throughput", "MB/s", get("flood.mb_s"), False),
         (
-            "throughput, C read by the asyncio client",
+            "throughput read by the asyncio client",
             "MB/s",
             get("flood.asyncio_client_mb_s"),
             False,
@@ -1306,6 +1462,7 @@ def rows(plan: Plan) -> list[Row]:
         ("flood: server CPU per MB", "ms", get("flood.cpu_ms_per_mb.server"), True),
         ("flood: engine CPU per MB", "ms", get("flood.cpu_ms_per_mb.engine"), True),
         ("flood: client CPU per MB", "ms", get("flood.cpu_ms_per_mb.client"), True),
+        ("flood: machine CPU per MB (all of it)", "ms", get("flood.cpu_ms_per_mb.machine"), True),
     ]
     for n in plan.scale_ns:
         table += [
@@ -1557,10 +1714,12 @@ def plot(results: dict[str, t.Any], plan: Plan, path: Path) -> None:
 async def run(plan: Plan, lab: Lab, only: set[str], phases: set[str]) -> dict[str, t.Any]:
     loop = asyncio.get_running_loop()
     started = loop.time()
-    container = await asyncio.to_thread(lab.container, "main")
+    # The local runtime and A need no engine: without the Docker paths, none is asked for.
+    engine_needed = bool(only & {"tool", "B", "C", "hub"})
+    container = await asyncio.to_thread(lab.container, "main") if engine_needed else ""
     ns = max(plan.scale_ns + plan.scale_ns_b)
-    servers = {
-        "tool": lab.start_server(
+    configs: dict[str, t.Callable[[], Server]] = {
+        "tool": lambda: lab.start_server(
             "tool",
             "tool",
             f"c.ToolTerminalApp.tool_types = {{{TOOL!r}: {{'shell': ['/bin/sh']}}}}\n"
@@ -1571,7 +1730,7 @@ async def run(plan: Plan, lab: Lab, only: set[str], phases: set[str]) -> dict[st
             f"c.DockerRuntime.threads = 64\n",
             container,
         ),
-        "local": lab.start_server(
+        "local": lambda: lab.start_server(
             "local",
             "tool",
             "c.ToolTerminalApp.runtime = 'local'\n"
@@ -1584,13 +1743,13 @@ async def run(plan: Plan, lab: Lab, only: set[str], phases: set[str]) -> dict[st
             f"c.ToolTerminalApp.max_clients_per_user = {ns + 50}\n",
             LOCAL_INSTANCE,
         ),
-        "A": lab.start_server(
+        "A": lambda: lab.start_server(
             "A",
             "terminado",
             "c.ServerApp.terminals_enabled = True\n"
             "c.ServerApp.terminado_settings = {'shell_command': ['/bin/sh']}\n",
         ),
-        "B": lab.start_server(
+        "B": lambda: lab.start_server(
             "B",
             "terminado",
             "c.ServerApp.terminals_enabled = True\n"
@@ -1598,9 +1757,11 @@ async def run(plan: Plan, lab: Lab, only: set[str], phases: set[str]) -> dict[st
             f"['docker', 'exec', '-it', {container!r}, '/bin/sh']}}\n",
         ),
     }
+    servers = {key: start() for key, start in configs.items() if key in only}
     await asyncio.gather(*(lab.wait_ready(server) for server in servers.values()))
     targets = {key: server.target for key, server in servers.items()}
-    targets["C"] = Target("C", "raw", container=container)
+    if "C" in only:
+        targets["C"] = Target("C", "raw", container=container)
     print(f"servers ready in {loop.time() - started:.1f} s; container {container}", flush=True)
 
     client = Client()
@@ -1684,14 +1845,17 @@ async def run(plan: Plan, lab: Lab, only: set[str], phases: set[str]) -> dict[st
                     )
                     if scale[str(n)]["failures"]:
                         errors.append(f"{key} scale N={n}: {scale[str(n)]['failure_examples']}")
-                    settled, processes = await asyncio.to_thread(lab.wait_engine_idle, container)
-                    scale[str(n)]["engine_settle_s"] = settled
-                    scale[str(n)]["container_processes_after"] = processes
-                    print(
-                        f"  (engine idle again after {settled} s; {processes} processes left in"
-                        " the container)",
-                        flush=True,
-                    )
+                    if container:
+                        settled, processes = await asyncio.to_thread(
+                            lab.wait_engine_idle, container
+                        )
+                        scale[str(n)]["engine_settle_s"] = settled
+                        scale[str(n)]["container_processes_after"] = processes
+                        print(
+                            f"  (engine idle again after {settled} s; {processes} processes"
+                            " left in the container)",
+                            flush=True,
+                        )
                 except Exception as error:  # noqa: BLE001 - counted as a failure
                     errors.append(f"{key} scale N={n}: {type(error).__name__}: {error}")
                     print(f"  {key:4} scale N={n} FAILED: {error}", flush=True)
@@ -1731,6 +1895,9 @@ def main(argv: list[str] | None = None) -> int:
         "(default all; --quick: all but churnmax, the same path as churn)",
     )
     parser.add_argument("--churners", type=int, help="concurrent open/close loops in the churn")
+    parser.add_argument(
+        "--flood-rounds", type=int, help="floods per target, taking turns (the median counts)"
+    )
     parser.add_argument("--churn-worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.churn_worker:
@@ -1749,6 +1916,8 @@ def main(argv: list[str] | None = None) -> int:
     plan = Plan.make(args.quick)
     if args.churners:
         plan.churners = args.churners
+    if args.flood_rounds:
+        plan.flood_rounds = args.flood_rounds
     only = {key.strip() for key in args.only.split(",") if key.strip()}
     default = "open,echo,flood,scale,churn" + ("" if args.quick else ",churnmax")
     phases = {key.strip() for key in (args.phases or default).split(",") if key.strip()}
