@@ -1898,6 +1898,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--flood-rounds", type=int, help="floods per target, taking turns (the median counts)"
     )
+    parser.add_argument(
+        "--scale-ns", help="comma-separated session counts of the scale phase (e.g. 500)"
+    )
     parser.add_argument("--churn-worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.churn_worker:
@@ -1918,6 +1921,8 @@ def main(argv: list[str] | None = None) -> int:
         plan.churners = args.churners
     if args.flood_rounds:
         plan.flood_rounds = args.flood_rounds
+    if args.scale_ns:
+        plan.scale_ns = plan.scale_ns_b = [int(n) for n in args.scale_ns.split(",")]
     only = {key.strip() for key in args.only.split(",") if key.strip()}
     default = "open,echo,flood,scale,churn" + ("" if args.quick else ",churnmax")
     phases = {key.strip() for key in (args.phases or default).split(",") if key.strip()}

@@ -154,6 +154,36 @@ async def test_hostile_output_never_grows_memory_without_bound(payload: str) -> 
     assert len(snapshot) < 4 * 1024 * 1024
 
 
+async def test_a_screen_of_text_costs_its_lines_not_a_cell_object_each() -> None:
+    # A shell's screen after some use: 24 full lines of text and colour. pyte made a cell object
+    # (about 120 bytes) for every character drawn, so every session's model of such a screen
+    # held about 290 KiB; with cells shared it is the line tables alone (about 70 KiB).
+    line = "\x1b[32mok\x1b[0m " + "".join(chr(97 + n % 26) for n in range(75))
+    models = [_model() for _ in range(10)]
+    gc.collect()
+    tracemalloc.start()
+    try:
+        baseline, _ = tracemalloc.get_traced_memory()
+        for index, model in enumerate(models):
+            model.feed(f"{index}\r\n" + "\r\n".join([line] * 30))
+
+        async def all_worked_off() -> bool:
+            return not any(model.queued or model.screen.dirty for model in models)
+
+        # Output paused: each model works its queue off, then shares its cells.
+        await wait_until(all_worked_off)
+        gc.collect()
+        current, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    for model in models:
+        assert all(
+            shown.startswith("ok abcdefghijklmnopqrstuvwxyzab") for shown in model.screen.display
+        )
+    per_model = (current - baseline) / len(models)
+    assert per_model < 160 * 1024, per_model
+
+
 async def test_feeding_is_cheap_on_the_hot_path() -> None:
     model = _model()
     chunk = "".join(f"line {n} abcdefghijklmnopqrstuvwxyz\r\n" for n in range(2000))[: 64 * 1024]
