@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import signal
 import time
 import typing as t
 from pathlib import Path
@@ -234,8 +235,16 @@ class TestRefusals:
 
     async def test_shells_get_default_signal_dispositions(self, alice: Api) -> None:
         # The server ignores SIGPIPE (as Python does); a shell must not inherit that, or every
-        # pipeline's writer outlives its reader and complains ("yes: ... Broken pipe").
-        _, term = await alice.terminal("box")
+        # pipeline's writer outlives its reader and complains ("yes: ... Broken pipe"). A
+        # server started with `nohup`, or in the background by a script, also ignores SIGHUP,
+        # SIGINT and SIGQUIT; a shell that kept those could not interrupt a command with Ctrl-C.
+        inherited = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT)
+        before = {number: signal.signal(number, signal.SIG_IGN) for number in inherited}
+        try:
+            _, term = await alice.terminal("box")
+        finally:
+            for number, handler in before.items():
+                signal.signal(number, handler)
         assert await term.run("yes | head -c 3; echo") == "y\r\ny\r\n"
         ignored = await term.run("sh -c 'grep SigIgn /proc/$$/status'")
         assert ignored.split() == ["SigIgn:", "0000000000000000"]

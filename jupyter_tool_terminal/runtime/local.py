@@ -441,9 +441,13 @@ def _spawn(argv: list[str], cwd: str, environment: dict[str, str]) -> PtyProcess
 def _default_signals() -> None:
     """In the child, before exec: the signal state a login would give the shell.
 
-    Ignored signals survive exec, and Python ignores SIGPIPE and SIGXFSZ: a shell that kept
-    that would let every pipeline's writer outlive its reader ("yes: Broken pipe").
+    Ignored signals survive exec. Python ignores SIGPIPE and SIGXFSZ, and a server started with
+    ``nohup`` or in the background by a script ignores SIGHUP, SIGINT or SIGQUIT: a shell that
+    kept those would let every pipeline's writer outlive its reader ("yes: Broken pipe"), or
+    could not interrupt a command with Ctrl-C. Every signal goes back to its default (handlers
+    would be reset by exec anyway); the ones that cannot be changed are left as they are.
     """
-    for name in ("SIGPIPE", "SIGXFSZ"):
-        signal.signal(getattr(signal, name), signal.SIG_DFL)
+    for number in signal.valid_signals():
+        with contextlib.suppress(OSError, ValueError):
+            signal.signal(number, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
