@@ -24,7 +24,7 @@ from .handlers import (
 )
 from .hub_api import HubActivityReporter, HubUserDirectory, running_as_hub_service
 from .manager import SessionManager
-from .page import ToolTilesPage
+from .page import LoginPage, ToolTilesPage
 from .recording import Recorder, Redactor
 from .runtime import RuntimeUnavailable, ToolRuntime
 from .runtime.docker import DockerRuntime
@@ -403,6 +403,7 @@ class ToolTerminalApp(ExtensionApp):
                 (rf"/tool-terminal/api/sessions/{_ID}/observers", ObserversHandler),
                 (rf"/tool-terminal/api/sessions/{_ID}/observers/{_ID}", ObserverHandler),
                 (rf"/tool-terminal/websocket/{_ID}", TerminalSocket),
+                (r"/tool-terminal/login", LoginPage),
                 (r"/tool-terminal/?", ToolTilesPage),
             ]
         )

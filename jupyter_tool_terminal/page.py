@@ -8,6 +8,7 @@ from the user's own JupyterLab, which reaches the service for them (``service_ur
 from __future__ import annotations
 
 import html
+import json
 
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import JupyterHandler
@@ -62,3 +63,61 @@ class ToolTilesPage(ToolTerminalMixin, JupyterHandler):
         body = f"<ul>{tiles}</ul>" if tiles else "<p>You have no tool instances.</p>"
         self.set_header("Content-Type", "text/html; charset=utf-8")
         self.finish(_PAGE.format(user=html.escape(owner), body=body))
+
+
+#: What a login in a frame or window shows: it gives the page that opened it (same origin only)
+#: the user and the XSRF token, and a window closes itself.
+_LOGIN_DONE = """<!DOCTYPE html>
+<html lang="en">
+<head><meta charset="utf-8"><title>Tool terminals: logged in</title></head>
+<body>
+<p>You are logged in to tool terminals; this window can be closed.</p>
+<script>
+const login = {login};
+const target = window.opener || (window.parent !== window ? window.parent : null);
+if (target) {{ target.postMessage(login, window.location.origin); }}
+if (window.opener) {{ window.close(); }}
+</script>
+</body>
+</html>
+"""
+
+#: The ``type`` of the message a login frame or window posts to the page that opened it.
+LOGIN_MESSAGE = "jupyter-tool-terminal:logged-in"
+
+
+class LoginPage(ToolTerminalMixin, JupyterHandler):
+    """``GET /tool-terminal/login``: log the browser in here, then say as whom.
+
+    In a JupyterHub service this is the service's own login: an unauthenticated browser is
+    redirected through the Hub's OAuth flow *for this service*, whose callback sets the
+    service's login cookie. No token of the user's own server is involved, so what a user
+    server receives for its visitors never reaches the service.
+
+    A user's JupyterLab (on another path of the same origin) loads it with ``?popup=1`` in a
+    hidden frame, or in a window when the Hub asks the user something: the page posts the
+    user and the service's XSRF token (which the lab cannot read from a cookie of another path)
+    to the page that opened it, on the same origin only. The Hub lets only navigations through
+    its OAuth flow, so a script's ``fetch`` could not log in. Without ``popup`` the answer is
+    ``{"user", "xsrf"}`` as JSON, for clients that follow redirects themselves.
+    """
+
+    auth_resource = AUTH_RESOURCE
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        """Answer ``{"user", "xsrf"}`` (or the popup's page); redirects to log in first."""
+        owner = self.tool_user()
+        if owner is None:
+            raise web.HTTPError(403)
+        self.set_header("Cache-Control", "no-store")
+        login = {"user": owner, "xsrf": self.xsrf_token.decode("ascii")}
+        if self.get_query_argument("popup", ""):
+            # Inside a <script>: no "</" may end it early (a user name is the Hub's, still).
+            message = json.dumps({"type": LOGIN_MESSAGE, **login}).replace("</", "<\\/")
+            self.set_header("Content-Type", "text/html; charset=utf-8")
+            self.finish(_LOGIN_DONE.format(login=message))
+            return
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps(login))

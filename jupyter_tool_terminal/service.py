@@ -78,6 +78,18 @@ def missing_environment(environ: t.Mapping[str, str]) -> list[str]:
     return [name for name in HUB_SERVICE_ENVIRONMENT if not environ.get(name)]
 
 
+def same_site_cookie_options(options: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
+    """The login cookie's options, with ``SameSite=Lax`` unless the operator chose a policy.
+
+    The service's login cookie opens shells: a request another site makes the browser send
+    (a link, a form post) must not carry it. Lax still sends it on the Hub's own redirects and
+    on the same-origin requests and WebSockets of the user's JupyterLab.
+    """
+    if any(key.lower() == "samesite" for key in options):
+        return dict(options)
+    return {**options, "samesite": "Lax"}
+
+
 def server_arguments(argv: list[str]) -> list[str]:
     """The server's command line: the operator's arguments, then what the service enforces.
 
@@ -104,6 +116,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     arguments = server_arguments(sys.argv[1:] if argv is None else argv)
     serverapp = _ServiceLauncher.initialize_server(argv=arguments)
+    hub_auth = getattr(serverapp.identity_provider, "hub_auth", None)
+    if hub_auth is not None:
+        hub_auth.cookie_options = same_site_cookie_options(hub_auth.cookie_options)
     # Fail closed if anything (a config file, an extension) changed what the service enforces.
     loaded = set(serverapp.extension_manager.extension_apps)
     if not isinstance(serverapp.authorizer, ServiceAuthorizer) or loaded != SERVICE_EXTENSIONS:

@@ -165,9 +165,16 @@ c.Spawner.cmd = [{sys.executable!r}, "-m", "jupyterhub.singleuser"]
 c.Spawner.http_timeout = 60
 c.Spawner.start_timeout = 60
 c.Spawner.environment = {environment!r}
-# Their JupyterLab's Hub token also grants the service.
-c.Spawner.oauth_client_allowed_scopes = ["access:services!service={service}"]
 """
+
+
+def wait_for_service(hub: Hub, prefix: str, timeout: float = 60) -> None:
+    """Wait until the Hub's managed service below ``prefix`` answers (403 without a login): the
+    Hub answers before its services do."""
+    deadline = time.monotonic() + timeout
+    while Browser(hub).request("GET", f"{prefix}tool-terminal/api/instances").status_code != 403:
+        assert time.monotonic() < deadline, hub.log_tail()
+        time.sleep(0.2)
 
 
 class Hub:
@@ -344,6 +351,14 @@ class Browser:
             allow_redirects=False,
         )
         assert response.status_code == 302, response.text
+
+    async def service_login(self, prefix: str) -> dict[str, t.Any]:
+        """Log in at the Hub, then at the service below ``prefix`` as the JupyterLab extension
+        does (its ``tool-terminal/login``, through the service's own OAuth); its answer."""
+        await asyncio.to_thread(self.login)
+        response = await self.fetch("GET", f"{prefix}tool-terminal/login")
+        assert response.status_code == 200, response.text
+        return t.cast(dict[str, t.Any], response.json())
 
     def _headers(self, path: str, headers: dict[str, str] | None) -> dict[str, str]:
         all_headers = {"Referer": self.hub.url + path}

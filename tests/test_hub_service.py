@@ -30,7 +30,15 @@ from jupyter_tool_terminal.app import SERVICE_URL_PAGE_CONFIG
 from jupyter_tool_terminal.handlers import ACCESS_CHECK_TIMEOUT
 
 from .conftest import BASE_PROCESSES, InstanceFactory, wait_for_processes
-from .hub import REPO, Browser, Hub, free_port, running_hub, service_mode_config
+from .hub import (
+    REPO,
+    Browser,
+    Hub,
+    free_port,
+    running_hub,
+    service_mode_config,
+    wait_for_service,
+)
 from .terminal_client import TerminalClient
 
 SERVICE = "tool-terminal"
@@ -56,11 +64,7 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> t.Iterator[Hub]:
     """A running Hub with the tool-terminal service."""
     directory = tmp_path_factory.mktemp("hub-service")
     with running_hub(directory, _hub_config(directory)) as hub:
-        deadline = time.monotonic() + 60
-        # The Hub answers before its managed service does.
-        while Browser(hub).request("GET", f"{API}/instances").status_code != 403:
-            assert time.monotonic() < deadline, hub.log_tail()
-            time.sleep(0.2)
+        wait_for_service(hub, PREFIX)
         yield hub
 
 
@@ -270,11 +274,13 @@ async def test_logout_ends_access_and_closes_open_terminals_others_unaffected(
     bob_term.ws.close()
 
 
-async def test_users_servers_have_no_engine_and_their_lab_token_reaches_the_service(
-    hub: Hub, alice: Browser, make_instance: InstanceFactory
+async def test_users_servers_have_no_engine_and_their_lab_logs_in_at_the_service_itself(
+    hub: Hub, make_instance: InstanceFactory
 ) -> None:
     hers = make_instance(owner="alice")
     await asyncio.to_thread(hub.start_server, "alice")
+    alice = Browser(hub, "alice")
+    await asyncio.to_thread(alice.login)
     lab = await alice.visit("/user/alice/lab")
     assert lab.status_code == 200
     page_config = json.loads(
@@ -285,28 +291,43 @@ async def test_users_servers_have_no_engine_and_their_lab_token_reaches_the_serv
     # it has none, so it serves none of her tool instances itself.
     status, own = await alice.json("GET", "/user/alice/tool-terminal/api/instances")
     assert (status, own) == (200, [])
-    # The token her JupyterLab holds is good at the service (header only, no cookie).
+    # The token her JupyterLab holds belongs to her server: the service refuses it, and it
+    # cannot become the service's login cookie either.
     lab_client = Browser(hub, "alice")
     lab_client.token = page_config["token"]
-    status, instances = await lab_client.json("GET", f"{API}/instances")
-    assert status == 200, instances
-    assert hers.name in {instance["id"] for instance in instances}
+    status, _ = await lab_client.json("GET", f"{API}/instances")
+    assert status == 403
+    status, _ = await lab_client.json("POST", f"{API}/hub-login", data=b"")
+    assert status in (400, 403)
 
-    # As the JupyterLab extension does: the token (header only) becomes the service's login
-    # cookie, then the terminal's WebSocket authenticates with that cookie alone.
-    response = await lab_client.fetch("POST", f"{API}/hub-login", data=b"")
-    assert response.status_code == 204, response.text
-    model, term = await lab_client.terminal(PREFIX, hers.name)
-    lab_client.token = None
-    socket_only = await lab_client.websocket(f"{PREFIX}tool-terminal/websocket/{model['id']}")
+    # As the JupyterLab extension does: the service's own login (OAuth with the Hub, on the
+    # Hub's cookie alone) sets the service's cookie and gives its XSRF token; REST calls
+    # carry both, and the terminal's WebSocket authenticates with the cookie alone.
+    login = await alice.fetch("GET", f"{PREFIX}tool-terminal/login")
+    assert login.status_code == 200, login.text
+    assert login.headers["Cache-Control"] == "no-store"
+    answer = login.json()
+    assert answer["user"] == "alice"
+    status, model = await alice.json(
+        "POST",
+        f"{API}/sessions",
+        data=json.dumps({"instance": hers.name}),
+        headers={"X-XSRFToken": answer["xsrf"]},
+    )
+    assert status == 201, model
+    socket_only = await alice.websocket(f"{PREFIX}tool-terminal/websocket/{model['id']}")
     cookie_client = TerminalClient(socket_only)
     assert await cookie_client.next_frame() == ["setup", {}]
     assert (await cookie_client.run("echo $((6*7))")).strip() == "42"
-    term.ws.close()
     socket_only.close()
-    # A cookie alone cannot mint a cookie.
-    status, _ = await lab_client.json("POST", f"{API}/hub-login", data=b"")
-    assert status in (400, 403)
+    # Without the service's XSRF token, a cookie-authenticated write is refused.
+    status, _ = await alice.json(
+        "POST",
+        f"{API}/sessions",
+        data=json.dumps({"instance": hers.name}),
+        headers={"X-XSRFToken": "not-the-token"},
+    )
+    assert status == 403
 
 
 def _activity(hub: Hub, name: str) -> tuple[datetime.datetime, datetime.datetime | None]:
@@ -456,3 +477,29 @@ def test_the_service_refuses_to_serve_with_another_server_extension(tmp_path: Pa
     assert result.returncode == 3, result.stderr[-3000:]
     assert "refusing to serve" in result.stderr
     assert "jupyterlab" in result.stderr
+
+
+async def test_stopping_the_users_server_leaves_her_tool_terminal_open(
+    hub: Hub, make_instance: InstanceFactory
+) -> None:
+    hers = make_instance(owner="alice")
+    await asyncio.to_thread(hub.start_server, "alice")
+    alice = Browser(hub, "alice")
+    # Logged in as her JupyterLab logs in: at the service itself.
+    await alice.service_login(PREFIX)
+    _, term = await alice.terminal(PREFIX, hers.name)
+    assert (await term.run("sleep 1000 & echo STARTED")).strip().endswith("STARTED")
+
+    # The admin panel's Stop Server (the culler calls the same API).
+    stopped = await asyncio.to_thread(hub.api, "DELETE", "users/alice/server")
+    assert stopped.status_code in (202, 204), stopped.text
+    deadline = time.monotonic() + 60
+    while (await asyncio.to_thread(hub.user_model, "alice"))["servers"]:
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.2)
+    # Several access re-checks later (each asks the Hub again: the cache is shorter), the
+    # terminal is still hers, with the job it started.
+    await asyncio.sleep(4 * (RECHECK_INTERVAL + CACHE_AGE))
+    assert not term.closed
+    assert "sleep 1000" in await term.run("ps")
+    term.ws.close()

@@ -4,7 +4,7 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
-import { isServiceSettings } from './settings';
+import { ensureServiceLogin } from './settings';
 import type { ISessionModel, IToolInstance } from './tokens';
 import { URL_NAMESPACE } from './tokens';
 
@@ -67,35 +67,19 @@ export async function listInstances(
 }
 
 /**
- * Logins to services already asked for, by service base URL.
- */
-const serviceLogins = new Map<string, Promise<void>>();
-
-/**
  * Make sure the terminal WebSockets of a JupyterHub tool-terminal service
- * will authenticate: the service turns the page's Hub token (sent in the
- * `Authorization` header) into its own HttpOnly login cookie, which the
- * browser then sends with the WebSockets. Asked once per page and service;
- * a failure is asked again next time. Nothing to do for the page's own server.
+ * will authenticate: the browser logs in at the service through the
+ * service's own OAuth flow, which sets the service's HttpOnly login cookie
+ * that the browser then sends with the WebSockets. Asked once per page and
+ * service; a failure is asked again next time. Nothing to do for the page's
+ * own server.
  *
  * @param serverSettings - The tool terminals' server settings.
  */
 export async function ensureWebSocketLogin(
   serverSettings: ServerConnection.ISettings
 ): Promise<void> {
-  if (!isServiceSettings(serverSettings)) {
-    return;
-  }
-  const key = serverSettings.baseUrl;
-  let login = serviceLogins.get(key);
-  if (login === undefined) {
-    login = requestAPI<unknown>('hub-login', serverSettings, {
-      method: 'POST'
-    }).then(() => undefined);
-    serviceLogins.set(key, login);
-    login.catch(() => serviceLogins.delete(key));
-  }
-  await login;
+  await ensureServiceLogin(serverSettings);
 }
 
 /**

@@ -6,6 +6,8 @@ import { ServerConnection } from '@jupyterlab/services';
 import type { ISettingRegistry } from '@jupyterlab/settingregistry';
 import type { ITerminal } from '@jupyterlab/terminal';
 
+import { serviceFetch, serviceLogin } from './login';
+import type { FetchFunction, IServiceLogin } from './login';
 import { TERMINAL_SETTINGS_PLUGIN } from './tokens';
 
 /**
@@ -15,20 +17,24 @@ import { TERMINAL_SETTINGS_PLUGIN } from './tokens';
 export const SERVICE_URL_OPTION = 'toolTerminalServiceUrl';
 
 /**
- * Settings that point at a JupyterHub tool-terminal service (not at the
- * server that served the page).
+ * Settings that point at a JupyterHub tool-terminal service, with how to log
+ * in there.
  */
-const serviceSettings = new WeakSet<ServerConnection.ISettings>();
+const serviceSettings = new WeakMap<
+  ServerConnection.ISettings,
+  () => Promise<IServiceLogin>
+>();
 
 /**
  * The server settings of the tool terminals.
  *
  * Without a `service_url` these are the page's own server settings. With
  * one, REST calls and WebSockets go to the service, on the same origin
- * behind the Hub's proxy: REST calls carry the page's JupyterHub token in
- * the `Authorization` header (the Hub grants it access to the service), and
- * WebSockets carry the service's own login cookie (see
- * {@link isServiceSettings}); a token never goes into a URL.
+ * behind the Hub's proxy, authenticated by the service's own login cookie
+ * (got through the service's OAuth flow with the Hub, see
+ * {@link serviceLogin}) and, for REST calls, the service's XSRF token. The
+ * page's own token is never sent there: it belongs to the user's server,
+ * and the service refuses it.
  *
  * @param base - The page's own server settings.
  * @param serviceUrl - The service URL (default: from the page config).
@@ -44,13 +50,16 @@ export function toolTerminalSettings(
   const baseUrl = URLExt.normalize(
     serviceUrl.endsWith('/') ? serviceUrl : `${serviceUrl}/`
   );
+  const pageFetch = base.fetch as FetchFunction;
   const settings = ServerConnection.makeSettings({
     ...base,
     baseUrl,
     wsUrl: baseUrl.replace(/^http/, 'ws'),
-    appendToken: false
+    token: '',
+    appendToken: false,
+    fetch: serviceFetch(baseUrl, pageFetch) as typeof fetch
   });
-  serviceSettings.add(settings);
+  serviceSettings.set(settings, () => serviceLogin(baseUrl));
   return settings;
 }
 
@@ -66,6 +75,21 @@ export function isServiceSettings(
   settings: ServerConnection.ISettings
 ): boolean {
   return serviceSettings.has(settings);
+}
+
+/**
+ * Make sure the browser is logged in at the service the settings point at
+ * (nothing to do for the page's own server).
+ *
+ * @param settings - The tool terminals' server settings.
+ */
+export async function ensureServiceLogin(
+  settings: ServerConnection.ISettings
+): Promise<void> {
+  const login = serviceSettings.get(settings);
+  if (login !== undefined) {
+    await login();
+  }
 }
 
 /**

@@ -179,3 +179,28 @@ export function instanceModel(id = 'pg-1', status = 'running'): IToolInstance {
 export function quietCanvas(): void {
   jest.spyOn(HTMLCanvasElement.prototype, 'getContext').mockReturnValue(null);
 }
+
+/**
+ * Answer the tool-terminal service's login frame as the service's page does
+ * once the Hub let the browser through: it posts the user and the XSRF token.
+ *
+ * @returns The URL the frame was loading.
+ */
+export async function answerLoginFrame(
+  login: { user: string; xsrf: string } = { user: 'alice', xsrf: 'xsrf-1' }
+): Promise<string> {
+  let frame: HTMLIFrameElement | null = null;
+  await until(() => {
+    frame = document.querySelector('iframe.jp-ToolTerminal-loginFrame');
+    return frame !== null;
+  });
+  const loading = frame as unknown as HTMLIFrameElement;
+  window.dispatchEvent(
+    new MessageEvent('message', {
+      origin: window.location.origin,
+      source: loading.contentWindow,
+      data: { type: 'jupyter-tool-terminal:logged-in', ...login }
+    })
+  );
+  return loading.src;
+}

@@ -20,6 +20,7 @@ import { toolTerminalSettings } from '../settings';
 import type { IToolTerminalTracker } from '../tokens';
 import type { IFakeAnswer } from './helpers';
 import {
+  answerLoginFrame,
   FakeWebSocket,
   makeSettings,
   pathOf,
@@ -135,13 +136,17 @@ describe('observe', () => {
     // An observer may never have opened a tool terminal of their own: their
     // page has no login cookie of the service yet.
     const { settings: base, requests } = makeSettings(
-      [{ status: 204 }, { status: 200, body: [] }],
+      [{ status: 200, body: [] }],
       { token: 'hub-token' }
     );
     const settings = toolTerminalSettings(base, '/services/watched/');
-    await listObserved(settings);
+    const listing = listObserved(settings);
+    const frame = await answerLoginFrame({ user: 'bob', xsrf: 'x' });
+    await listing;
+    expect(new URL(frame).pathname).toBe(
+      '/services/watched/tool-terminal/login'
+    );
     expect(requests.map(r => `${r.method} ${pathOf(r)}`)).toEqual([
-      'POST /services/watched/tool-terminal/api/hub-login',
       'GET /services/watched/tool-terminal/api/sessions'
     ]);
   });
