@@ -13,6 +13,8 @@ engine_was_up=$(docker info >/dev/null 2>&1 && echo yes || echo no)
 bash scripts/engine.sh
 bash scripts/setup.sh "test,benchmark"
 bash scripts/hub-deps.sh
+# The isolation test runs a Hub as root with real Unix users, who need a Python they may run.
+if [ "$(id -u)" = 0 ]; then bash scripts/hub-users-env.sh; fi
 # Everything below runs in the project's virtual environment.
 export PATH="${JTT_VENV:-$repo/.venv}/bin:$PATH"
 if [ "$engine_was_up" = no ]; then
