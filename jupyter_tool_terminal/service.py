@@ -11,6 +11,7 @@ terminal, read a file or change config on the machine that holds the engine.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import typing as t
@@ -71,6 +72,37 @@ class _ServiceLauncher(JupyterHubSingleUser):  # type: ignore[misc]
     def get_extension_package(cls) -> str:
         """The package whose extension this launcher starts: JupyterHub's single-user one."""
         return "jupyterhub"
+
+
+def external_service_environment(
+    *, name: str, url: str, api_url: str, api_token: str, base_url: str = "/"
+) -> dict[str, str]:
+    """The environment of the service run as an *external* Hub service.
+
+    A Hub sets these for the services it manages; a service under its own process manager
+    (the systemd unit in docs/jupyterhub.md) gets them from its unit instead, with the
+    ``api_token`` of its entry in ``c.JupyterHub.services``. The service then survives the
+    Hub's restarts, and its terminals with it.
+
+    Args:
+        name: the service's name in ``c.JupyterHub.services``.
+        url: where the service listens (its entry's ``url``), e.g. ``http://127.0.0.1:10101``.
+        api_url: the Hub's API as the service reaches it, e.g. ``http://127.0.0.1:8081/hub/api``.
+        api_token: the entry's ``api_token``.
+        base_url: the Hub's base URL (``c.JupyterHub.base_url``).
+    """
+    prefix = f"{base_url.rstrip('/')}/services/{name}/"
+    return {
+        "JUPYTERHUB_SERVICE_NAME": name,
+        "JUPYTERHUB_API_TOKEN": api_token,
+        "JUPYTERHUB_API_URL": api_url,
+        "JUPYTERHUB_BASE_URL": base_url,
+        "JUPYTERHUB_SERVICE_PREFIX": prefix,
+        "JUPYTERHUB_SERVICE_URL": url,
+        "JUPYTERHUB_CLIENT_ID": f"service-{name}",
+        "JUPYTERHUB_OAUTH_CALLBACK_URL": f"{prefix}oauth_callback",
+        "JUPYTERHUB_OAUTH_ACCESS_SCOPES": json.dumps([f"access:services!service={name}"]),
+    }
 
 
 def missing_environment(environ: t.Mapping[str, str]) -> list[str]:
