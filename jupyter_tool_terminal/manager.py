@@ -397,7 +397,7 @@ class SessionManager:
     def _session_ended(self, session: Session, reason: str, exit_code: int | None) -> None:
         if self.sessions.pop(session.id, None) is not None:
             metrics.SESSIONS.labels(session.instance.runtime).dec()
-        metrics.KILLS.labels(reason).inc()
+        metrics.count_kill(reason)
         self._disarm_timer(session)
         self.log.info("Tool terminal %s closed: %s", session.id[:8], reason)
         lived = time.monotonic() - session.created_monotonic
@@ -461,6 +461,7 @@ class SessionManager:
         except RuntimeUnavailable as error:
             await session.close("reset failed")
             raise EngineUnavailable(str(error)) from error
+        metrics.RESETS.labels(session.instance.runtime).inc()
         self._audit("reset", session, duration=time.monotonic() - started)
 
     async def close_session(self, session: Session, reason: str) -> None:

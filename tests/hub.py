@@ -386,10 +386,14 @@ class Browser:
         """Open a page as a browser does, following the Hub's OAuth redirects."""
         return await self.fetch("GET", path, allow_redirects=True)
 
-    async def websocket(self, path: str) -> WebSocketClientConnection:
-        """Open a WebSocket through the proxy with this client's credentials."""
+    async def websocket(
+        self, path: str, headers: dict[str, str] | None = None
+    ) -> WebSocketClientConnection:
+        """Open a WebSocket through the proxy with this client's credentials (and ``headers``)."""
         parsed = urllib.parse.urlparse(self.hub.url)
-        headers = self._headers(path, {"Origin": f"{parsed.scheme}://{parsed.netloc}"})
+        headers = self._headers(
+            path, {"Origin": f"{parsed.scheme}://{parsed.netloc}", **(headers or {})}
+        )
         headers.pop("Referer", None)
         cookies = "; ".join(
             f"{cookie.name}={cookie.value}"

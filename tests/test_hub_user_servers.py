@@ -19,6 +19,7 @@ from tornado.httpclient import HTTPClientError
 
 from .conftest import InstanceFactory
 from .hub import Browser, Hub, running_hub
+from .terminal_client import TerminalClient
 
 #: Short enough that a revoked token ends a terminal within seconds.
 RECHECK_INTERVAL = 0.5
@@ -166,6 +167,40 @@ async def test_a_revoked_hub_token_closes_its_open_terminal_with_1008(
     assert time.monotonic() - started < RECHECK_INTERVAL + CACHE_AGE + 5
     status, _ = await alice.json("GET", "/user/alice/tool-terminal/api/sessions")
     assert status == 403
+
+
+@pytest.mark.parametrize(
+    "credential", ["hub cookie", "hub token in the header", "hub token in the URL"]
+)
+async def test_every_hub_credential_keeps_its_terminal_past_several_rechecks(
+    credential: str, hub: Hub, alice: Browser, make_instance: InstanceFactory
+) -> None:
+    container = make_instance(owner="alice")
+    model, term = await alice.terminal("/user/alice/", container.name)
+    path = f"/user/alice/tool-terminal/websocket/{model['id']}"
+    client = Browser(hub, "alice")
+    if credential == "hub cookie":
+        client = alice
+    else:
+        client.token, _ = await asyncio.to_thread(hub.new_token, "alice")
+        if credential == "hub token in the URL":
+            path += f"?token={client.token}"
+            client.token = None
+    # (JupyterHub takes a token from the URL of a WebSocket only, as browsers mark them.)
+    socket = TerminalClient(await client.websocket(path, {"Sec-Fetch-Mode": "websocket"}))
+    assert await socket.next_frame() == ["setup", {}]
+    # A re-check every RECHECK_INTERVAL: the connection lives through several (a subprocess
+    # cannot be watched checking, so this waits for the time they take).
+    started = time.monotonic()
+    rounds = 0
+    while time.monotonic() - started < 5 * RECHECK_INTERVAL + CACHE_AGE:
+        rounds += 1
+        assert (await socket.run(f"echo $(({rounds}*7))")).strip() == str(rounds * 7)
+        await asyncio.sleep(RECHECK_INTERVAL / 2)
+    assert not socket.closed
+    assert not term.closed
+    socket.ws.close()
+    term.ws.close()
 
 
 def _server_activity(hub: Hub, name: str) -> datetime.datetime:
