@@ -23,7 +23,7 @@ from .handlers import (
     TerminalSocket,
 )
 from .hub_api import HubActivityReporter, HubUserDirectory, running_as_hub_service
-from .manager import SessionManager
+from .manager import MAX_OBSERVERS, SessionManager
 from .page import ToolTilesPage
 from .recording import Recorder, Redactor
 from .runtime import RuntimeUnavailable, ToolRuntime
@@ -102,9 +102,31 @@ class ToolTerminalApp(ExtensionApp):
     max_clients_per_session = Integer(
         8,
         min=1,
-        help="""How many WebSocket connections one tool terminal accepts at once (tabs showing
-        it). More are refused before the upgrade with 429 (or, if several arrive at once,
-        closed with code 1013 after an `error` message).""",
+        help="""How many WebSocket connections of its owner one tool terminal accepts at once
+        (tabs showing it; observers' connections are bounded apart and never take these). More
+        are refused before the upgrade with 429 (or, if several arrive at once, closed with
+        code 1013 after an `error` message).""",
+    ).tag(config=True)
+
+    max_observers = Integer(
+        MAX_OBSERVERS,
+        min=1,
+        help="""How many users one tool terminal can be shared with read-only at once; a
+        further grant is refused (429).""",
+    ).tag(config=True)
+
+    max_observer_clients_per_session = Integer(
+        8,
+        min=1,
+        help="""How many WebSocket connections of observers (all of them together) one tool
+        terminal accepts at once; more are refused as for `max_clients_per_session`.""",
+    ).tag(config=True)
+
+    max_clients_per_observer = Integer(
+        2,
+        min=1,
+        help="""How many WebSocket connections one observer may hold to one tool terminal
+        shared with them; more are refused as for `max_clients_per_session`.""",
     ).tag(config=True)
 
     max_clients_per_user = Integer(
@@ -321,6 +343,9 @@ class ToolTerminalApp(ExtensionApp):
             replay_limit=self.replay_buffer_size,
             max_clients_per_session=self.max_clients_per_session,
             max_clients_per_user=self.max_clients_per_user,
+            max_observers=self.max_observers,
+            max_observer_clients_per_session=self.max_observer_clients_per_session,
+            max_clients_per_observer=self.max_clients_per_observer,
             input_limit=self.max_input_backlog,
             scrollback_lines=self.scrollback_lines,
             log=self.log,

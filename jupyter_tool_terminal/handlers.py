@@ -384,7 +384,7 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
         session_id = args[0] if args else ""
         try:
             self.session, self.observer = self.tool_sessions.get_viewable(owner, session_id)
-            self.tool_sessions.check_client_slot(self.session, owner)
+            self.tool_sessions.check_client_slot(self.session, owner, self.observer)
         except SessionError as error:
             raise web.HTTPError(error.status, error.message) from None
         self.principal = owner
@@ -400,7 +400,7 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
             return
         try:
             # Again: connections that passed the check together may not all fit.
-            self.tool_sessions.check_client_slot(session, self._owner)
+            self.tool_sessions.check_client_slot(session, self._owner, self.observer)
         except SessionError as error:
             self.session = None
             self._error(error.message)
@@ -541,7 +541,10 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
             self._attached = False
             session.detach(self)
             self.tool_sessions.client_detached(
-                session, self._owner, grace=0 if self._access_revoked else None
+                session,
+                self._owner,
+                observer=self.observer,
+                grace=0 if self._access_revoked else None,
             )
 
 
