@@ -279,7 +279,8 @@ class ToolTerminalApp(ExtensionApp):
         help="""The URL of a jupyter-tool-terminal JupyterHub service (for example
         "/services/tool-terminal/"), set in users' single-user servers: their JupyterLab then
         lists tool tiles and opens terminals through that service, authenticated by the Hub,
-        instead of this server (which then needs no container engine). Empty: this server
+        instead of this server, which then runs none itself (it needs no container engine,
+        and its own tool-terminal routes answer 503 naming the service). Empty: this server
         serves the tool terminals itself.""",
     ).tag(config=True)
 
@@ -309,9 +310,17 @@ class ToolTerminalApp(ExtensionApp):
         """Validate the tool types and create the session manager."""
         # JupyterLab's page config tells the frontend where the tool terminals are.
         web_app = getattr(self.serverapp, "web_app", None)
-        if web_app is not None and self.service_url:
-            page_config = web_app.settings.setdefault("page_config_data", {})
-            page_config[SERVICE_URL_PAGE_CONFIG] = self.service_url
+        if self.service_url:
+            if web_app is not None:
+                page_config = web_app.settings.setdefault("page_config_data", {})
+                page_config[SERVICE_URL_PAGE_CONFIG] = self.service_url
+            # Nothing about tool types or engines: they are the service's, not this server's.
+            self.log.info(
+                "jupyter_tool_terminal: tool terminals are served by the JupyterHub service at "
+                "%s (service_url); this server runs none",
+                self.service_url,
+            )
+            return
         try:
             tool_types = parse_tool_types(self.tool_types)
         except ToolTypeError as error:

@@ -67,7 +67,14 @@ class ToolTerminalMixin(ExtensionHandlerMixin):
         """The registry of sessions; :class:`web.HTTPError` 503 if the extension is disabled."""
         manager = self.tool_app.session_manager
         if manager is None:
-            raise web.HTTPError(503, "Tool terminals are not available on this server.")
+            service = self.tool_app.service_url
+            raise web.HTTPError(
+                503,
+                f"Tool terminals are served by the JupyterHub service at {service}, not by "
+                "this server."
+                if service
+                else "Tool terminals are not available on this server.",
+            )
         return manager
 
     def on_finish(self) -> None:
@@ -80,6 +87,15 @@ class ToolTerminalMixin(ExtensionHandlerMixin):
             reason = _status_phrase(status)
             metrics.count_refusal(status, reason)
             user = self.authenticated_user
+            session_id = self.path_kwargs_id()
+            self.log.info(
+                "Tool terminal request refused (%d %s): %s by %s%s",
+                status,
+                reason,
+                handler.request.method,
+                user.username if user else "an unauthenticated client",
+                self._refused_target(manager, session_id),
+            )
             manager.audit.emit(
                 "refuse",
                 user.username if user else "",
@@ -88,10 +104,20 @@ class ToolTerminalMixin(ExtensionHandlerMixin):
                 else None,
                 status=status,
                 reason=reason,
-                session_id=self.path_kwargs_id(),
+                session_id=session_id,
                 instance=self.requested_instance,
             )
         super().on_finish()  # type: ignore[misc]
+
+    def _refused_target(self, manager: SessionManager, session_id: str | None) -> str:
+        """What a refused request asked for, for the log (whose session it is, if one)."""
+        if session_id is not None:
+            session = manager.sessions.get(session_id)
+            whose = f" (of {session.owner})" if session is not None else " (no such session)"
+            return f" for session {session_id[:8]}{whose}"
+        if self.requested_instance is not None:
+            return f" for instance {self.requested_instance}"
+        return f" at {t.cast(JupyterHandler, self).request.path}"
 
     async def prepare(self, *args: t.Any, **kwargs: t.Any) -> None:
         """Authenticate as jupyter_server does, within :data:`ACCESS_CHECK_TIMEOUT` (else 503)."""

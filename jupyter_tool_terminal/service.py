@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import typing as t
 
 from jupyterhub.singleuser.extension import JupyterHubAuthorizer, JupyterHubSingleUser
@@ -89,6 +90,7 @@ def server_arguments(argv: list[str]) -> list[str]:
         "--ServerApp.default_url=/tool-terminal/",
         "--ServerApp.terminals_enabled=False",
         "--ToolTerminalApp.service_url=",
+        f"--ServerApp.root_dir={tempfile.mkdtemp(prefix='jupyter-tool-terminal-service-')}",
     ]
 
 

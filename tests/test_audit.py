@@ -130,3 +130,19 @@ async def test_requests_tornado_refuses_early_get_a_json_4xx_and_are_audited(
     refused = [event for event in audit.events if event["action"] == "refuse"]
     assert [event["status"] for event in refused] == [response.code]
     assert refused[0]["session_id"] is None
+
+
+async def test_a_refusal_is_logged_with_the_user_and_the_session(
+    alice: Api, bob: Api, make_instance: InstanceFactory, tool_app: ToolTerminalApp
+) -> None:
+    model = await alice.open_session(make_instance().name)
+    extension_log = _Lines()
+    tool_app.log.addHandler(extension_log)
+    try:
+        assert (await bob.status("DELETE", "sessions", model["id"]))[0] == 403
+    finally:
+        tool_app.log.removeHandler(extension_log)
+    assert (
+        f"Tool terminal request refused (403 Forbidden): DELETE by bob for session "
+        f"{model['id'][:8]} (of alice)"
+    ) in extension_log.lines, extension_log.lines

@@ -108,6 +108,15 @@ def test_the_console_script_is_the_service() -> None:
     assert 'jupyter-tool-terminal-service = "jupyter_tool_terminal.service:main"' in text
 
 
+def test_the_service_serves_from_an_empty_directory_of_its_own(hub: Hub) -> None:
+    log = hub.log_path.read_text(errors="replace")
+    roots = re.findall(r"Serving notebooks from local directory: (\S+)", log)
+    service_roots = [root for root in roots if "jupyter-tool-terminal-service-" in root]
+    # Not the Hub's directory, where it was started: an empty one, made for it.
+    assert len(service_roots) == 1, roots
+    assert os.listdir(service_roots[0]) == []
+
+
 async def test_without_a_hub_login_nothing_is_served(
     hub: Hub, make_instance: InstanceFactory
 ) -> None:
@@ -281,10 +290,11 @@ async def test_users_servers_have_no_engine_and_their_lab_token_reaches_the_serv
         re.search(r'id="jupyter-config-data"[^>]*>(.*?)</script>', lab.text, re.S).group(1)  # type: ignore[union-attr]
     )
     assert page_config[SERVICE_URL_PAGE_CONFIG] == PREFIX
-    # Alice's own server has no engine to reach: it falls back to local instances, of which
-    # it has none, so it serves none of her tool instances itself.
+    # Alice's own server has no engine to reach, and with service_url set serves no tool
+    # terminals itself: it says where they are.
     status, own = await alice.json("GET", "/user/alice/tool-terminal/api/instances")
-    assert (status, own) == (200, [])
+    assert status == 503
+    assert PREFIX in own["message"]
     # The token her JupyterLab holds is good at the service (header only, no cookie).
     lab_client = Browser(hub, "alice")
     lab_client.token = page_config["token"]
