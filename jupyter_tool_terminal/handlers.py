@@ -131,11 +131,22 @@ class ToolTerminalMixin(ExtensionHandlerMixin):
                 "JupyterHub, did not answer); nothing was done. Try again shortly.",
             ) from None
         self.authenticated_user = t.cast(JupyterHandler, self).current_user
+        self.authentication_ran = True
 
     #: Who the request authenticated as, once it did (``None`` before, or if anonymous). Not
     #: `current_user`: for a request refused before authentication ran (a foreign Host, an
     #: unknown method) tornado would call jupyter_server's deprecated getter, which raises.
     authenticated_user: User | None = None
+    #: Whether `prepare` (authentication) completed.
+    authentication_ran = False
+
+    def write_error(self, status_code: int, **kwargs: t.Any) -> None:
+        """A refusal before authentication completed is a JSON message on every route: an
+        HTML error page needs the user (jupyter_server's raises without one)."""
+        if self.authentication_ran:
+            t.cast(t.Any, super()).write_error(status_code, **kwargs)
+        else:
+            t.cast(t.Any, APIHandler).write_error(self, status_code, **kwargs)
 
     #: The instance id a request asked for, if well-formed (for the audit log).
     requested_instance: str | None = None

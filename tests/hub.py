@@ -415,3 +415,18 @@ class Browser:
         client = TerminalClient(ws)
         assert await client.next_frame() == ["setup", {}]
         return model, client
+
+
+async def keeps_working(term: TerminalClient, seconds: float, pause: float) -> None:
+    """Run commands in ``term`` for ``seconds`` (``pause`` between them); each must answer.
+
+    A server in another process cannot be watched re-checking its connections: a test that a
+    connection outlives several checks waits for the time they take, using it meanwhile.
+    """
+    started = time.monotonic()
+    rounds = 0
+    while time.monotonic() - started < seconds:
+        rounds += 1
+        assert (await term.run(f"echo $(({rounds}*7))")).strip() == str(rounds * 7)
+        await asyncio.sleep(pause)
+    assert not term.closed

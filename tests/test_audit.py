@@ -83,6 +83,7 @@ async def test_logs_carry_no_tokens_input_or_output(
 EARLY_REFUSALS = [
     ("XYZZY", "tool-terminal/api/sessions", {}, None),
     ("TRACE", "tool-terminal/api/instances", {}, None),
+    ("XYZZY", "tool-terminal/", {}, None),
     ("XYZZY", "tool-terminal/websocket/" + "A" * 32, {}, None),
     ("GET", "tool-terminal/api/sessions/%FF%FE", {}, None),
     ("DELETE", "tool-terminal/api/sessions/%FF%FE/observers/%C0", {}, None),

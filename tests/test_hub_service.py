@@ -30,7 +30,15 @@ from jupyter_tool_terminal.app import SERVICE_URL_PAGE_CONFIG
 from jupyter_tool_terminal.handlers import ACCESS_CHECK_TIMEOUT
 
 from .conftest import BASE_PROCESSES, InstanceFactory, wait_for_processes
-from .hub import REPO, Browser, Hub, free_port, running_hub, service_mode_config
+from .hub import (
+    REPO,
+    Browser,
+    Hub,
+    free_port,
+    keeps_working,
+    running_hub,
+    service_mode_config,
+)
 from .terminal_client import TerminalClient
 
 SERVICE = "tool-terminal"
@@ -277,6 +285,14 @@ async def test_logout_ends_access_and_closes_open_terminals_others_unaffected(
         assert (await bob_term.run("echo $((6*7))")).strip() == "42"
     assert not bob_term.closed
     bob_term.ws.close()
+
+
+async def test_a_terminal_on_the_service_cookie_outlives_several_rechecks(
+    alice: Browser, make_instance: InstanceFactory
+) -> None:
+    _, term = await alice.terminal(PREFIX, make_instance(owner="alice").name)
+    await keeps_working(term, 5 * RECHECK_INTERVAL + CACHE_AGE, RECHECK_INTERVAL / 2)
+    term.ws.close()
 
 
 async def test_users_servers_have_no_engine_and_their_lab_token_reaches_the_service(
