@@ -179,8 +179,11 @@ class ToolTerminalAPIHandler(ToolTerminalMixin, APIHandler):
         return owner
 
     def fail(self, error: SessionError) -> t.NoReturn:
-        """Answer a refused request with its status and a JSON message."""
-        raise web.HTTPError(error.status, error.message)
+        """Answer a refused request with its status and a JSON message, as written (an
+        HTTPError's message would show every '%' of a user name doubled)."""
+        self.set_status(error.status)
+        self.finish(json.dumps({"message": error.message, "reason": None}))
+        raise web.Finish
 
     def body_string(self, key: str) -> str:
         """The string ``key`` of the request's JSON object body; 400 for any other body."""

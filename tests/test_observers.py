@@ -242,3 +242,13 @@ class TestMaxObservers:
         status, body = await alice.status("POST", *_path(model["id"]), body={"user": "carol"})
         assert status == 429
         assert "at most 1 " in body["message"]
+
+
+async def test_messages_name_users_as_they_are_spelled(
+    alice: Api, make_instance: InstanceFactory
+) -> None:
+    model = await alice.open_session(make_instance().name)
+    assert (await alice.status("POST", *_path(model["id"]), body={"user": "50%off"}))[0] == 201
+    status, body = await alice.status("POST", *_path(model["id"]), body={"user": "50%off"})
+    assert status == 409
+    assert body["message"] == "The terminal is already shared with 50%off."
