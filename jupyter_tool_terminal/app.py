@@ -23,7 +23,7 @@ from .handlers import (
     TerminalSocket,
 )
 from .hub_api import HubActivityReporter, HubUserDirectory, running_as_hub_service
-from .manager import SessionManager
+from .manager import MAX_OBSERVERS, SessionManager
 from .page import LoginPage, ToolTilesPage
 from .recording import Recorder, Redactor
 from .runtime import RuntimeUnavailable, ToolRuntime
@@ -102,9 +102,31 @@ class ToolTerminalApp(ExtensionApp):
     max_clients_per_session = Integer(
         8,
         min=1,
-        help="""How many WebSocket connections one tool terminal accepts at once (tabs showing
-        it). More are refused before the upgrade with 429 (or, if several arrive at once,
-        closed with code 1013 after an `error` message).""",
+        help="""How many WebSocket connections of its owner one tool terminal accepts at once
+        (tabs showing it; observers' connections are bounded apart and never take these). More
+        are refused before the upgrade with 429 (or, if several arrive at once, closed with
+        code 1013 after an `error` message).""",
+    ).tag(config=True)
+
+    max_observers = Integer(
+        MAX_OBSERVERS,
+        min=1,
+        help="""How many users one tool terminal can be shared with read-only at once; a
+        further grant is refused (429).""",
+    ).tag(config=True)
+
+    max_observer_clients_per_session = Integer(
+        8,
+        min=1,
+        help="""How many WebSocket connections of observers (all of them together) one tool
+        terminal accepts at once; more are refused as for `max_clients_per_session`.""",
+    ).tag(config=True)
+
+    max_clients_per_observer = Integer(
+        2,
+        min=1,
+        help="""How many WebSocket connections one observer may hold to one tool terminal
+        shared with them; more are refused as for `max_clients_per_session`.""",
     ).tag(config=True)
 
     max_clients_per_user = Integer(
@@ -257,7 +279,8 @@ class ToolTerminalApp(ExtensionApp):
         help="""The URL of a jupyter-tool-terminal JupyterHub service (for example
         "/services/tool-terminal/"), set in users' single-user servers: their JupyterLab then
         lists tool tiles and opens terminals through that service, authenticated by the Hub,
-        instead of this server (which then needs no container engine). Empty: this server
+        instead of this server, which then runs none itself (it needs no container engine,
+        and its own tool-terminal routes answer 503 naming the service). Empty: this server
         serves the tool terminals itself.""",
     ).tag(config=True)
 
@@ -287,9 +310,17 @@ class ToolTerminalApp(ExtensionApp):
         """Validate the tool types and create the session manager."""
         # JupyterLab's page config tells the frontend where the tool terminals are.
         web_app = getattr(self.serverapp, "web_app", None)
-        if web_app is not None and self.service_url:
-            page_config = web_app.settings.setdefault("page_config_data", {})
-            page_config[SERVICE_URL_PAGE_CONFIG] = self.service_url
+        if self.service_url:
+            if web_app is not None:
+                page_config = web_app.settings.setdefault("page_config_data", {})
+                page_config[SERVICE_URL_PAGE_CONFIG] = self.service_url
+            # Nothing about tool types or engines: they are the service's, not this server's.
+            self.log.info(
+                "jupyter_tool_terminal: tool terminals are served by the JupyterHub service at "
+                "%s (service_url); this server runs none",
+                self.service_url,
+            )
+            return
         try:
             tool_types = parse_tool_types(self.tool_types)
         except ToolTypeError as error:
@@ -321,6 +352,9 @@ class ToolTerminalApp(ExtensionApp):
             replay_limit=self.replay_buffer_size,
             max_clients_per_session=self.max_clients_per_session,
             max_clients_per_user=self.max_clients_per_user,
+            max_observers=self.max_observers,
+            max_observer_clients_per_session=self.max_observer_clients_per_session,
+            max_clients_per_observer=self.max_clients_per_observer,
             input_limit=self.max_input_backlog,
             scrollback_lines=self.scrollback_lines,
             log=self.log,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import http
 import json
 import math
 import typing as t
@@ -19,6 +20,7 @@ from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
 from . import metrics
 from .manager import SessionError, SessionManager, valid_instance_id, valid_session_id
+from .recheck import recheck_handler
 from .session import Session, clamp_size
 
 if t.TYPE_CHECKING:
@@ -32,13 +34,19 @@ AUTH_RESOURCE = "jupyter_tool_terminal:terminals"
 #: refuses. A request gets a 503 instead of hanging, and a terminal closes instead of staying
 #: open on credentials nobody can check.
 ACCESS_CHECK_TIMEOUT = 10.0
-#: Where JupyterHub's clients keep a request's user once they looked it up.
-_REMEMBERED_USER_ATTRIBUTES = ("_cached_hub_user", "_jupyterhub_user")
 
 
 def _reject_constant(name: str) -> t.NoReturn:
     msg = f"{name} is not a number here"
     raise ValueError(msg)
+
+
+def _status_phrase(status: int) -> str:
+    """The reason phrase of an HTTP status ("Forbidden")."""
+    try:
+        return http.HTTPStatus(status).phrase
+    except ValueError:
+        return "Unknown"
 
 
 def _strict_json(text: str) -> t.Any:
@@ -59,19 +67,35 @@ class ToolTerminalMixin(ExtensionHandlerMixin):
         """The registry of sessions; :class:`web.HTTPError` 503 if the extension is disabled."""
         manager = self.tool_app.session_manager
         if manager is None:
-            raise web.HTTPError(503, "Tool terminals are not available on this server.")
+            service = self.tool_app.service_url
+            raise web.HTTPError(
+                503,
+                f"Tool terminals are served by the JupyterHub service at {service}, not by "
+                "this server."
+                if service
+                else "Tool terminals are not available on this server.",
+            )
         return manager
 
     def on_finish(self) -> None:
-        """Audit every refused request (4xx/5xx), whoever made it."""
+        """Audit every refused request (4xx/5xx), whoever made it, also those tornado refused
+        before any method ran (an unknown method, an undecodable path, a malformed body)."""
         handler = t.cast(JupyterHandler, self)
         status = handler.get_status()
         manager = self.tool_app.session_manager
         if status >= 400 and manager is not None:
-            metrics.REFUSALS.labels(str(status)).inc()
-            # Not `current_user`: a request refused before authentication ran (a foreign Host)
-            # has none, and tornado would then call jupyter_server's deprecated getter (raises).
-            user = getattr(handler, "_jupyter_current_user", None)
+            reason = _status_phrase(status)
+            metrics.count_refusal(status, reason)
+            user = self.authenticated_user
+            session_id = self.path_kwargs_id()
+            self.log.info(
+                "Tool terminal request refused (%d %s): %s by %s%s",
+                status,
+                reason,
+                handler.request.method,
+                user.username if user else "an unauthenticated client",
+                self._refused_target(manager, session_id),
+            )
             manager.audit.emit(
                 "refuse",
                 user.username if user else "",
@@ -79,11 +103,21 @@ class ToolTerminalMixin(ExtensionHandlerMixin):
                 if user
                 else None,
                 status=status,
-                reason=handler._reason,
-                session_id=self.path_kwargs_id(),
+                reason=reason,
+                session_id=session_id,
                 instance=self.requested_instance,
             )
         super().on_finish()  # type: ignore[misc]
+
+    def _refused_target(self, manager: SessionManager, session_id: str | None) -> str:
+        """What a refused request asked for, for the log (whose session it is, if one)."""
+        if session_id is not None:
+            session = manager.sessions.get(session_id)
+            whose = f" (of {session.owner})" if session is not None else " (no such session)"
+            return f" for session {session_id[:8]}{whose}"
+        if self.requested_instance is not None:
+            return f" for instance {self.requested_instance}"
+        return f" at {t.cast(JupyterHandler, self).request.path}"
 
     async def prepare(self, *args: t.Any, **kwargs: t.Any) -> None:
         """Authenticate as jupyter_server does, within :data:`ACCESS_CHECK_TIMEOUT` (else 503)."""
@@ -96,13 +130,31 @@ class ToolTerminalMixin(ExtensionHandlerMixin):
                 "The server could not check who you are (its identity provider, such as "
                 "JupyterHub, did not answer); nothing was done. Try again shortly.",
             ) from None
+        self.authenticated_user = t.cast(JupyterHandler, self).current_user
+        self.authentication_ran = True
+
+    #: Who the request authenticated as, once it did (``None`` before, or if anonymous). Not
+    #: `current_user`: for a request refused before authentication ran (a foreign Host, an
+    #: unknown method) tornado would call jupyter_server's deprecated getter, which raises.
+    authenticated_user: User | None = None
+    #: Whether `prepare` (authentication) completed.
+    authentication_ran = False
+
+    def write_error(self, status_code: int, **kwargs: t.Any) -> None:
+        """A refusal before authentication completed is a JSON message on every route: an
+        HTML error page needs the user (jupyter_server's raises without one)."""
+        if self.authentication_ran:
+            t.cast(t.Any, super()).write_error(status_code, **kwargs)
+        else:
+            t.cast(t.Any, APIHandler).write_error(self, status_code, **kwargs)
 
     #: The instance id a request asked for, if well-formed (for the audit log).
     requested_instance: str | None = None
 
     def path_kwargs_id(self) -> str | None:
         """The session id in the URL, if well-formed (for the audit log)."""
-        args = t.cast(JupyterHandler, self).path_args
+        # (tornado sets `path_args` only for a request it did not refuse before decoding them.)
+        args = getattr(self, "path_args", None)
         return args[0] if args and valid_session_id(args[0]) else None
 
     def tool_user(self) -> str | None:
@@ -127,8 +179,11 @@ class ToolTerminalAPIHandler(ToolTerminalMixin, APIHandler):
         return owner
 
     def fail(self, error: SessionError) -> t.NoReturn:
-        """Answer a refused request with its status and a JSON message."""
-        raise web.HTTPError(error.status, error.message)
+        """Answer a refused request with its status and a JSON message, as written (an
+        HTTPError's message would show every '%' of a user name doubled)."""
+        self.set_status(error.status)
+        self.finish(json.dumps({"message": error.message, "reason": None}))
+        raise web.Finish
 
     def body_string(self, key: str) -> str:
         """The string ``key`` of the request's JSON object body; 400 for any other body."""
@@ -369,7 +424,7 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
         session_id = args[0] if args else ""
         try:
             self.session, self.observer = self.tool_sessions.get_viewable(owner, session_id)
-            self.tool_sessions.check_client_slot(self.session, owner)
+            self.tool_sessions.check_client_slot(self.session, owner, self.observer)
         except SessionError as error:
             raise web.HTTPError(error.status, error.message) from None
         self.principal = owner
@@ -385,7 +440,7 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
             return
         try:
             # Again: connections that passed the check together may not all fit.
-            self.tool_sessions.check_client_slot(session, self._owner)
+            self.tool_sessions.check_client_slot(session, self._owner, self.observer)
         except SessionError as error:
             self.session = None
             self._error(error.message)
@@ -425,35 +480,31 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
                 session_id=session.id,
                 instance=session.instance.id,
             )
-            metrics.REFUSALS.labels("access revoked").inc()
+            metrics.count_refusal(403, "access revoked")
             # A session whose owner lost access ends with its last owner connection, without
             # the grace a reload gets: a logout must not leave a shell behind for a minute.
             self._access_revoked = not self.observer
             self.close(1008, "Access revoked")
 
-    async def _executing_owner(self, user: User) -> str | None:
-        """The owner label ``user`` acts as, if the authorizer lets them open terminals."""
+    async def _executing_owner(
+        self, user: User, request: JupyterHandler | None = None
+    ) -> str | None:
+        """The owner label ``user`` acts as, if the authorizer lets them open terminals (in
+        ``request``, this connection's own request unless given)."""
         authorized = await ensure_async(
-            self.authorizer.is_authorized(self, user, "execute", self.auth_resource)
+            self.authorizer.is_authorized(request or self, user, "execute", self.auth_resource)
         )
         if authorized is not True:
             return None
         return self.tool_app.principal_for(user, self.identity_provider)
 
     async def _still_allowed(self, session: Session) -> bool:
-        # Identity providers remember the user per request (jupyter_server in
-        # `_jupyter_current_user`, JupyterHub's HubAuth in `_cached_hub_user` and its
-        # single-user identity provider in `_jupyterhub_user`); forget it so that the
-        # credentials themselves are checked again.
-        self._jupyter_current_user = None
-        for remembered in _REMEMBERED_USER_ATTRIBUTES:
-            if hasattr(self, remembered):
-                delattr(self, remembered)
-        user = await ensure_async(self.identity_provider.get_user(self))
+        # The upgrade request authenticated again, on a handler of its own (see recheck.py).
+        request = recheck_handler(self)
+        user = await ensure_async(self.identity_provider.get_user(request))
         if not isinstance(user, User):
             return False
-        self._jupyter_current_user = user
-        principal = await self._executing_owner(user)
+        principal = await self._executing_owner(user, request)
         if self.observer:
             return principal == self.principal and principal in session.observers
         return principal == session.owner
@@ -467,7 +518,10 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
             return None
 
     def end(self, code: int | None = None, reason: str | None = None) -> None:
-        """Close the connection from the server side."""
+        """Close the connection from the server side (by default with 1000, normal closure:
+        the session ended; a close frame without a code would reach the client as 1005)."""
+        if code is None:
+            code, reason = 1000, reason or "The terminal session ended"
         self.close(code, reason)
 
     def _error(self, message: str) -> None:
@@ -527,7 +581,10 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
             self._attached = False
             session.detach(self)
             self.tool_sessions.client_detached(
-                session, self._owner, grace=0 if self._access_revoked else None
+                session,
+                self._owner,
+                observer=self.observer,
+                grace=0 if self._access_revoked else None,
             )
 
 

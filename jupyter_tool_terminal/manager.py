@@ -28,7 +28,7 @@ SESSION_ID = re.compile(r"[A-Za-z0-9_-]{32}")
 #: A user name an owner may grant a view to: what Jupyter and JupyterHub user names look like
 #: (no whitespace, no control characters, no '/', which could not be revoked by URL).
 USER_NAME = re.compile(r"[^\s/\x00-\x1f\x7f]{1,128}")
-#: Observers one session may have at once.
+#: Users one session may be shared with at once (the default of `max_observers`).
 MAX_OBSERVERS = 16
 
 
@@ -100,6 +100,13 @@ def valid_session_id(value: t.Any) -> bool:
     return isinstance(value, str) and SESSION_ID.fullmatch(value) is not None
 
 
+def _release(counts: collections.Counter[str], key: str) -> None:
+    """One connection of ``key`` fewer (a key at 0 is removed: nothing grows per past user)."""
+    counts[key] -= 1
+    if counts[key] <= 0:
+        del counts[key]
+
+
 class UserDirectory(t.Protocol):
     """Something that knows the users of this deployment (JupyterHub does)."""
 
@@ -123,6 +130,9 @@ class SessionManager:
         replay_limit: int,
         max_clients_per_session: int = 8,
         max_clients_per_user: int = 32,
+        max_observers: int = MAX_OBSERVERS,
+        max_observer_clients_per_session: int = 8,
+        max_clients_per_observer: int = 2,
         input_limit: int = 1024 * 1024,
         log: logging.Logger,
         scrollback_lines: int = 500,
@@ -141,10 +151,17 @@ class SessionManager:
         self.replay_limit = replay_limit
         self.max_clients_per_session = max_clients_per_session
         self.max_clients_per_user = max_clients_per_user
+        self.max_observers = max_observers
+        self.max_observer_clients_per_session = max_observer_clients_per_session
+        self.max_clients_per_observer = max_clients_per_observer
         self.input_limit = input_limit
         self.scrollback_lines = scrollback_lines
         # Open WebSocket connections per user (the owner name they act as).
         self._clients_by_user: collections.Counter[str] = collections.Counter()
+        # Open connections per session: the owner's, and each observer's (apart, so that
+        # observers can never take the owner's slots).
+        self._owner_clients: collections.Counter[str] = collections.Counter()
+        self._observer_clients: dict[str, collections.Counter[str]] = {}
         self.log = log
         self.audit = audit or AuditLog(None, log)
         #: Starts the recordings of tool types that record (``None``: recording unavailable).
@@ -229,8 +246,8 @@ class SessionManager:
         if user in session.observers:
             msg = f"The terminal is already shared with {user}."
             raise Conflict(msg)
-        if len(session.observers) >= MAX_OBSERVERS:
-            msg = f"A terminal can be shared with at most {MAX_OBSERVERS} users."
+        if len(session.observers) >= self.max_observers:
+            msg = f"A terminal can be shared with at most {self.max_observers} users."
             raise LimitReached(msg)
         session.observers.append(user)
         self.log.info("Tool terminal %s shared read-only with %s", session.id[:8], user)
@@ -397,7 +414,7 @@ class SessionManager:
     def _session_ended(self, session: Session, reason: str, exit_code: int | None) -> None:
         if self.sessions.pop(session.id, None) is not None:
             metrics.SESSIONS.labels(session.instance.runtime).dec()
-        metrics.KILLS.labels(reason).inc()
+        metrics.count_kill(reason)
         self._disarm_timer(session)
         self.log.info("Tool terminal %s closed: %s", session.id[:8], reason)
         lived = time.monotonic() - session.created_monotonic
@@ -418,11 +435,26 @@ class SessionManager:
         if timer is not None:
             timer.cancel()
 
-    def check_client_slot(self, session: Session, user: str) -> None:
+    def check_client_slot(self, session: Session, user: str, observer: bool = False) -> None:
         """Raise :class:`LimitReached` if ``user`` may not open another connection to
-        ``session`` (checked before the upgrade, and again when it attaches). Observers'
-        connections count like the owner's."""
-        if len(session.clients) >= self.max_clients_per_session:
+        ``session`` (checked before the upgrade, and again when it attaches). The owner's
+        connections and observers' are bounded apart: watching never takes the owner's slots,
+        so that the owner can always come back (a reload)."""
+        if observer:
+            watching = self._observer_clients.get(session.id, collections.Counter())
+            if watching.total() >= self.max_observer_clients_per_session:
+                msg = (
+                    f"This terminal already has {self.max_observer_clients_per_session} "
+                    "watching connections; try again later."
+                )
+                raise LimitReached(msg)
+            if watching[user] >= self.max_clients_per_observer:
+                msg = (
+                    f"You are already watching this terminal in {self.max_clients_per_observer} "
+                    "connections; close one first."
+                )
+                raise LimitReached(msg)
+        elif self._owner_clients[session.id] >= self.max_clients_per_session:
             msg = (
                 f"This terminal already has {self.max_clients_per_session} connections; "
                 "close one first."
@@ -438,15 +470,25 @@ class SessionManager:
         """A client of ``user`` connected (its slot checked): the session no longer waits to
         be closed. Observers do not keep a session alive: it belongs to its owner."""
         self._clients_by_user[user] += 1
-        if not observer:
+        if observer:
+            self._observer_clients.setdefault(session.id, collections.Counter())[user] += 1
+        else:
+            self._owner_clients[session.id] += 1
             self._disarm_timer(session)
 
-    def client_detached(self, session: Session, user: str, grace: float | None = None) -> None:
+    def client_detached(
+        self, session: Session, user: str, observer: bool = False, grace: float | None = None
+    ) -> None:
         """A client disconnected: the owner's last one leaving ends the session (after the
         grace, ``disconnect_grace`` unless given), whether or not observers still watch."""
-        self._clients_by_user[user] -= 1
-        if self._clients_by_user[user] <= 0:
-            del self._clients_by_user[user]
+        _release(self._clients_by_user, user)
+        if observer:
+            watching = self._observer_clients.get(session.id, collections.Counter())
+            _release(watching, user)
+            if not watching:
+                self._observer_clients.pop(session.id, None)
+        else:
+            _release(self._owner_clients, session.id)
         if not session.owner_attached and not session.ended:
             if grace is None:
                 self._arm_timer(session, self.disconnect_grace, "last client disconnected")
@@ -461,6 +503,7 @@ class SessionManager:
         except RuntimeUnavailable as error:
             await session.close("reset failed")
             raise EngineUnavailable(str(error)) from error
+        metrics.RESETS.labels(session.instance.runtime).inc()
         self._audit("reset", session, duration=time.monotonic() - started)
 
     async def close_session(self, session: Session, reason: str) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 import typing as t
 
 from jupyterhub.singleuser.extension import JupyterHubAuthorizer, JupyterHubSingleUser
@@ -133,6 +134,7 @@ def server_arguments(argv: list[str]) -> list[str]:
         "--ServerApp.default_url=/tool-terminal/",
         "--ServerApp.terminals_enabled=False",
         "--ToolTerminalApp.service_url=",
+        f"--ServerApp.root_dir={tempfile.mkdtemp(prefix='jupyter-tool-terminal-service-')}",
     ]
 
 

@@ -401,10 +401,14 @@ class Browser:
         """Open a page as a browser does, following the Hub's OAuth redirects."""
         return await self.fetch("GET", path, allow_redirects=True)
 
-    async def websocket(self, path: str) -> WebSocketClientConnection:
-        """Open a WebSocket through the proxy with this client's credentials."""
+    async def websocket(
+        self, path: str, headers: dict[str, str] | None = None
+    ) -> WebSocketClientConnection:
+        """Open a WebSocket through the proxy with this client's credentials (and ``headers``)."""
         parsed = urllib.parse.urlparse(self.hub.url)
-        headers = self._headers(path, {"Origin": f"{parsed.scheme}://{parsed.netloc}"})
+        headers = self._headers(
+            path, {"Origin": f"{parsed.scheme}://{parsed.netloc}", **(headers or {})}
+        )
         headers.pop("Referer", None)
         cookies = "; ".join(
             f"{cookie.name}={cookie.value}"
@@ -426,3 +430,18 @@ class Browser:
         client = TerminalClient(ws)
         assert await client.next_frame() == ["setup", {}]
         return model, client
+
+
+async def keeps_working(term: TerminalClient, seconds: float, pause: float) -> None:
+    """Run commands in ``term`` for ``seconds`` (``pause`` between them); each must answer.
+
+    A server in another process cannot be watched re-checking its connections: a test that a
+    connection outlives several checks waits for the time they take, using it meanwhile.
+    """
+    started = time.monotonic()
+    rounds = 0
+    while time.monotonic() - started < seconds:
+        rounds += 1
+        assert (await term.run(f"echo $(({rounds}*7))")).strip() == str(rounds * 7)
+        await asyncio.sleep(pause)
+    assert not term.closed

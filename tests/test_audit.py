@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import typing as t
 
 import pytest
 
 from jupyter_tool_terminal.app import ToolTerminalApp
 
-from .conftest import Api, AuditEvents, InstanceFactory
+from .conftest import ALICE, Api, AuditEvents, InstanceFactory
 
 
 class _Lines(logging.Handler):
@@ -75,3 +77,73 @@ async def test_logs_carry_no_tokens_input_or_output(
     assert "opened" in logged  # the log is captured at all
     for secret in ["alice-secret-token", "typed-secret", "{not json"]:
         assert secret not in logged, secret
+
+
+#: Requests tornado refuses before a handler method runs: (method, path, headers, body).
+EARLY_REFUSALS = [
+    ("XYZZY", "tool-terminal/api/sessions", {}, None),
+    ("TRACE", "tool-terminal/api/instances", {}, None),
+    ("XYZZY", "tool-terminal/", {}, None),
+    ("XYZZY", "tool-terminal/websocket/" + "A" * 32, {}, None),
+    ("GET", "tool-terminal/api/sessions/%FF%FE", {}, None),
+    ("DELETE", "tool-terminal/api/sessions/%FF%FE/observers/%C0", {}, None),
+    ("GET", "tool-terminal/websocket/%FF%FE", {}, None),
+    (
+        "POST",
+        "tool-terminal/api/sessions",
+        {"Content-Type": "multipart/form-data; boundary=xyz"},
+        b"--xyz\r\nno headers, no final boundary",
+    ),
+    ("POST", "tool-terminal/api/sessions", {"Content-Type": "multipart/form-dataxyz"}, b"x"),
+    (
+        "POST",
+        "tool-terminal/api/sessions",
+        {"Content-Type": "application/x-www-form-urlencoded", "Content-Encoding": "br"},
+        b"instance=x",
+    ),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "headers", "body"), EARLY_REFUSALS)
+async def test_requests_tornado_refuses_early_get_a_json_4xx_and_are_audited(
+    method: str,
+    path: str,
+    headers: dict[str, str],
+    body: bytes | None,
+    http_server_client: t.Any,
+    jp_base_url: str,
+    audit: AuditEvents,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    response = await http_server_client.fetch(
+        jp_base_url + path,
+        method=method,
+        headers={**ALICE, **headers},
+        body=body,
+        allow_nonstandard_methods=True,
+        raise_error=False,
+    )
+    assert 400 <= response.code < 500, response.code
+    assert json.loads(response.body)["message"], response.body
+    assert "Traceback" not in caplog.text
+    assert "Uncaught exception" not in caplog.text
+    refused = [event for event in audit.events if event["action"] == "refuse"]
+    assert [event["status"] for event in refused] == [response.code]
+    assert refused[0]["session_id"] is None
+
+
+async def test_a_refusal_is_logged_with_the_user_and_the_session(
+    alice: Api, bob: Api, make_instance: InstanceFactory, tool_app: ToolTerminalApp
+) -> None:
+    model = await alice.open_session(make_instance().name)
+    extension_log = _Lines()
+    tool_app.log.addHandler(extension_log)
+    try:
+        assert (await bob.status("DELETE", "sessions", model["id"]))[0] == 403
+    finally:
+        tool_app.log.removeHandler(extension_log)
+    assert (
+        f"Tool terminal request refused (403 Forbidden): DELETE by bob for session "
+        f"{model['id'][:8]} (of alice)"
+    ) in extension_log.lines, extension_log.lines

@@ -35,6 +35,7 @@ from .hub import (
     Browser,
     Hub,
     free_port,
+    keeps_working,
     running_hub,
     service_mode_config,
     wait_for_service,
@@ -110,6 +111,15 @@ def test_outside_a_hub_the_service_exits_with_a_clear_message() -> None:
 def test_the_console_script_is_the_service() -> None:
     text = (REPO / "pyproject.toml").read_text()
     assert 'jupyter-tool-terminal-service = "jupyter_tool_terminal.service:main"' in text
+
+
+def test_the_service_serves_from_an_empty_directory_of_its_own(hub: Hub) -> None:
+    log = hub.log_path.read_text(errors="replace")
+    roots = re.findall(r"Serving notebooks from local directory: (\S+)", log)
+    service_roots = [root for root in roots if "jupyter-tool-terminal-service-" in root]
+    # Not the Hub's directory, where it was started: an empty one, made for it.
+    assert len(service_roots) == 1, roots
+    assert os.listdir(service_roots[0]) == []
 
 
 async def test_without_a_hub_login_nothing_is_served(
@@ -274,6 +284,14 @@ async def test_logout_ends_access_and_closes_open_terminals_others_unaffected(
     bob_term.ws.close()
 
 
+async def test_a_terminal_on_the_service_cookie_outlives_several_rechecks(
+    alice: Browser, make_instance: InstanceFactory
+) -> None:
+    _, term = await alice.terminal(PREFIX, make_instance(owner="alice").name)
+    await keeps_working(term, 5 * RECHECK_INTERVAL + CACHE_AGE, RECHECK_INTERVAL / 2)
+    term.ws.close()
+
+
 async def test_users_servers_have_no_engine_and_their_lab_logs_in_at_the_service_itself(
     hub: Hub, make_instance: InstanceFactory
 ) -> None:
@@ -287,10 +305,11 @@ async def test_users_servers_have_no_engine_and_their_lab_logs_in_at_the_service
         re.search(r'id="jupyter-config-data"[^>]*>(.*?)</script>', lab.text, re.S).group(1)  # type: ignore[union-attr]
     )
     assert page_config[SERVICE_URL_PAGE_CONFIG] == PREFIX
-    # Alice's own server has no engine to reach: it falls back to local instances, of which
-    # it has none, so it serves none of her tool instances itself.
+    # Alice's own server has no engine to reach, and with service_url set serves no tool
+    # terminals itself: it says where they are.
     status, own = await alice.json("GET", "/user/alice/tool-terminal/api/instances")
-    assert (status, own) == (200, [])
+    assert status == 503
+    assert PREFIX in own["message"]
     # The token her JupyterLab holds belongs to her server: the service refuses it, and it
     # cannot become the service's login cookie either.
     lab_client = Browser(hub, "alice")

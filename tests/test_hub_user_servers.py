@@ -18,7 +18,8 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from .conftest import InstanceFactory
-from .hub import Browser, Hub, running_hub
+from .hub import Browser, Hub, keeps_working, running_hub
+from .terminal_client import TerminalClient
 
 #: Short enough that a revoked token ends a terminal within seconds.
 RECHECK_INTERVAL = 0.5
@@ -166,6 +167,32 @@ async def test_a_revoked_hub_token_closes_its_open_terminal_with_1008(
     assert time.monotonic() - started < RECHECK_INTERVAL + CACHE_AGE + 5
     status, _ = await alice.json("GET", "/user/alice/tool-terminal/api/sessions")
     assert status == 403
+
+
+@pytest.mark.parametrize(
+    "credential", ["hub cookie", "hub token in the header", "hub token in the URL"]
+)
+async def test_every_hub_credential_keeps_its_terminal_past_several_rechecks(
+    credential: str, hub: Hub, alice: Browser, make_instance: InstanceFactory
+) -> None:
+    container = make_instance(owner="alice")
+    model, term = await alice.terminal("/user/alice/", container.name)
+    path = f"/user/alice/tool-terminal/websocket/{model['id']}"
+    client = Browser(hub, "alice")
+    if credential == "hub cookie":
+        client = alice
+    else:
+        client.token, _ = await asyncio.to_thread(hub.new_token, "alice")
+        if credential == "hub token in the URL":
+            path += f"?token={client.token}"
+            client.token = None
+    # (JupyterHub takes a token from the URL of a WebSocket only, as browsers mark them.)
+    socket = TerminalClient(await client.websocket(path, {"Sec-Fetch-Mode": "websocket"}))
+    assert await socket.next_frame() == ["setup", {}]
+    await keeps_working(socket, 5 * RECHECK_INTERVAL + CACHE_AGE, RECHECK_INTERVAL / 2)
+    assert not term.closed
+    socket.ws.close()
+    term.ws.close()
 
 
 def _server_activity(hub: Hub, name: str) -> datetime.datetime:

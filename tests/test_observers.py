@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import typing as t
 
 import pytest
+from tornado.httpclient import HTTPClientError
 
-from .conftest import Api, AuditEvents, InstanceFactory
+from .conftest import Api, AuditEvents, InstanceFactory, wait_until
+from .terminal_client import TerminalClient
+
+#: `max_clients_per_observer`'s default: connections one observer may hold to one session.
+MAX_CLIENTS_PER_OBSERVER = 2
 
 
 def _path(session_id: str, *rest: str) -> tuple[str, ...]:
@@ -148,3 +154,101 @@ class TestRevalidation:
             await owner.run(f"sleep 0.2; echo round-{n}")
             await watcher.expect(f"round-{n}")
         assert not watcher.closed
+
+
+class TestObserversBounds:
+    """Observers have bounds of their own and never take the owner's connection slots."""
+
+    @pytest.fixture
+    def extension_config(self) -> dict[str, t.Any]:
+        # A reload finds the session again (the product default).
+        return {"disconnect_grace": 60}
+
+    async def test_an_observer_cannot_lock_the_owner_out(
+        self, alice: Api, bob: Api, make_instance: InstanceFactory
+    ) -> None:
+        model, owner = await alice.terminal(make_instance().name)
+        await alice.call("POST", *_path(model["id"]), body={"user": "bob"})
+
+        async def bob_tries() -> list[int]:
+            """Bob opens as many connections as he is let (each refusal a 429)."""
+            refusals = []
+            for _ in range(10):
+                try:
+                    watchers.append(await bob.connect(model["id"]))
+                except HTTPClientError as refused:
+                    refusals.append(refused.code)
+            return refusals
+
+        watchers: list[TerminalClient] = []
+        first_refusals = await bob_tries()
+        # Alice reloads her page: her connection goes, bob grabs at what it freed, she comes
+        # back, and so do the owner's other tabs, up to her own cap.
+        owner.ws.close()
+        await owner.wait_closed()
+        second_refusals = await bob_tries()
+        tabs = [await alice.connect(model["id"]) for _ in range(8)]
+        assert await tabs[0].run("echo back") == "back\r\n"
+        assert len(watchers) == MAX_CLIENTS_PER_OBSERVER
+        assert first_refusals == [429] * (10 - MAX_CLIENTS_PER_OBSERVER)
+        assert second_refusals == [429] * 10
+        status, body = await alice.status("GET", "sessions", model["id"])
+        assert status == 200
+        assert body["clients"] == 8 + MAX_CLIENTS_PER_OBSERVER
+        with pytest.raises(HTTPClientError) as refused:
+            await alice.connect(model["id"])
+        assert refused.value.code == 429
+        for client in [*tabs, *watchers]:
+            client.ws.close()
+
+
+class TestObserverConnectionCaps:
+    @pytest.fixture
+    def extension_config(self) -> dict[str, t.Any]:
+        return {"max_observer_clients_per_session": 3, "max_clients_per_observer": 5}
+
+    async def test_all_observers_together_are_bounded_per_session(
+        self, alice: Api, bob: Api, make_instance: InstanceFactory
+    ) -> None:
+        model, owner = await alice.terminal(make_instance().name)
+        await alice.call("POST", *_path(model["id"]), body={"user": "bob"})
+        watchers = [await bob.connect(model["id"]) for _ in range(3)]
+        with pytest.raises(HTTPClientError) as refused:
+            await bob.connect(model["id"])
+        assert refused.value.code == 429
+        assert refused.value.response is not None
+        assert "watching" in json.loads(refused.value.response.body)["message"]
+        watchers[0].ws.close()
+        await watchers[0].wait_closed()
+
+        async def two_watching() -> bool:
+            return bool((await alice.call("GET", "sessions", model["id"]))["clients"] == 3)
+
+        await wait_until(two_watching)
+        watchers[0] = await bob.connect(model["id"])
+        assert await owner.run("echo ok") == "ok\r\n"
+
+
+class TestMaxObservers:
+    @pytest.fixture
+    def extension_config(self) -> dict[str, t.Any]:
+        return {"max_observers": 1}
+
+    async def test_a_session_is_shared_with_at_most_max_observers_users(
+        self, alice: Api, make_instance: InstanceFactory
+    ) -> None:
+        model = await alice.open_session(make_instance().name)
+        assert (await alice.status("POST", *_path(model["id"]), body={"user": "bob"}))[0] == 201
+        status, body = await alice.status("POST", *_path(model["id"]), body={"user": "carol"})
+        assert status == 429
+        assert "at most 1 " in body["message"]
+
+
+async def test_messages_name_users_as_they_are_spelled(
+    alice: Api, make_instance: InstanceFactory
+) -> None:
+    model = await alice.open_session(make_instance().name)
+    assert (await alice.status("POST", *_path(model["id"]), body={"user": "50%off"}))[0] == 201
+    status, body = await alice.status("POST", *_path(model["id"]), body={"user": "50%off"})
+    assert status == 409
+    assert body["message"] == "The terminal is already shared with 50%off."
