@@ -26,6 +26,11 @@ from .session import Session, clamp_size
 if t.TYPE_CHECKING:
     from .app import ToolTerminalApp
 
+#: What a terminal whose credentials stopped granting it is told before it closes (1008).
+ACCESS_ENDED_MESSAGE = (
+    "Your login is no longer valid here (you logged out, or your token or access was revoked), "
+    "so this terminal was closed. Log in again to open a new one."
+)
 #: The authorization resource of every route: list is ``read``, create/reset/delete ``write``,
 #: and opening a terminal WebSocket ``execute``.
 AUTH_RESOURCE = "jupyter_tool_terminal:terminals"
@@ -484,6 +489,7 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
             # A session whose owner lost access ends with its last owner connection, without
             # the grace a reload gets: a logout must not leave a shell behind for a minute.
             self._access_revoked = not self.observer
+            self._error(ACCESS_ENDED_MESSAGE)
             self.close(1008, "Access revoked")
 
     async def _executing_owner(

@@ -32,6 +32,13 @@ USER_NAME = re.compile(r"[^\s/\x00-\x1f\x7f]{1,128}")
 MAX_OBSERVERS = 16
 
 
+#: What open terminals are told when the server stops (they close with 1001, going away).
+SHUTDOWN_MESSAGE = (
+    "The tool-terminal server is stopping (a restart or an upgrade), so this terminal ended and "
+    "what ran in it was stopped. Start a new one once the server is back."
+)
+
+
 class SessionError(Exception):
     """A request about sessions cannot be honoured; ``status`` is the HTTP status to answer."""
 
@@ -542,7 +549,11 @@ class SessionManager:
         self._timers.clear()
         sessions = list(self.sessions.values())
         await asyncio.gather(
-            *(session.close("server shutdown") for session in sessions), return_exceptions=True
+            *(
+                session.close("server shutdown", message=SHUTDOWN_MESSAGE, code=1001)
+                for session in sessions
+            ),
+            return_exceptions=True,
         )
         for task in list(self._tasks):
             with contextlib.suppress(Exception):

@@ -193,15 +193,23 @@ class Session:
             if self.clients:
                 self._schedule_resize()
 
-    async def close(self, reason: str) -> None:
-        """End the session: kill its processes and disconnect its clients."""
+    async def close(
+        self, reason: str, *, message: str | None = None, code: int | None = None
+    ) -> None:
+        """End the session: kill its processes and disconnect its clients.
+
+        ``message`` (an ``error`` frame before ``disconnect``) tells the clients why, when it is
+        not their own doing; ``code`` is the WebSocket close code (default: a normal close).
+        """
         async with self._lifecycle:
             if self.ended:
                 return
             self.ended = True
             self._on_ended(self, reason, None)
             await self._stop_shell()
-            self._disconnect_clients()
+            if message is not None:
+                self._broadcast(["error", message])
+            self._disconnect_clients(code)
             await self._end_recording()
 
     @property

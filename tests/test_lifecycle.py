@@ -102,13 +102,18 @@ async def test_server_shutdown_kills_every_session(
     tool_app: ToolTerminalApp, alice: Api, make_instance: InstanceFactory
 ) -> None:
     first, second = make_instance(), make_instance()
-    await _busy_terminal(alice, first)
+    _, term = await _busy_terminal(alice, first)
     await _busy_terminal(alice, second)
     await alice.open_session(second.name)  # never attached
     app = tool_app
     await app.stop_extension()
     await _assert_only_base(first)
     await _assert_only_base(second)
+    # The terminal says why it ended, and closes as a server going away does.
+    error = await term.expect_frame("error")
+    assert "server is stopping" in error[1]
+    await term.wait_closed()
+    assert term.ws.close_code == 1001
 
 
 @both_runtimes

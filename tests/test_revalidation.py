@@ -57,6 +57,10 @@ class TestAccessRecheck:
         revoke("alice-secret-token")
         await alice_term.wait_closed(timeout=5)
         assert alice_term.ws.close_code == 1008
+        # The panel can say why: the server said it before closing.
+        assert any(
+            frame[0] == "error" and "no longer valid" in frame[1] for frame in alice_term.frames
+        ), alice_term.frames
         processes = await wait_for_processes(container, BASE_PROCESSES)
         assert set(processes) <= BASE_PROCESSES, processes
         with pytest.raises(HTTPClientError) as refused:

@@ -141,6 +141,15 @@ export class ToolTerminalConnection implements Terminal.ITerminalConnection {
   }
 
   /**
+   * The error message the server sent last, if nothing came after it on the
+   * current socket: the reason the server gives before it closes a socket
+   * (a logout, a revoked access, the server stopping).
+   */
+  get lastError(): string | null {
+    return this._lastError;
+  }
+
+  /**
    * A signal emitted when the socket closed without the session ending and
    * could not be reopened.
    */
@@ -371,6 +380,7 @@ export class ToolTerminalConnection implements Terminal.ITerminalConnection {
       if (ws !== this._ws) {
         return;
       }
+      this._lastError = null;
       this._reconnectAttempt = 0;
       this._updateConnectionStatus('connected');
       if (this._size !== null) {
@@ -438,6 +448,9 @@ export class ToolTerminalConnection implements Terminal.ITerminalConnection {
       return;
     }
     const [type, ...content] = frame as [string, ...JSONPrimitive[]];
+    if (type !== 'disconnect') {
+      this._lastError = null;
+    }
     switch (type) {
       case 'setup':
         break;
@@ -454,10 +467,10 @@ export class ToolTerminalConnection implements Terminal.ITerminalConnection {
         break;
       }
       case 'error':
-        this._errorReceived.emit(
-          typeof content[0] === 'string' ? content[0] : String(content[0])
-        );
-        break;
+        this._lastError =
+          typeof content[0] === 'string' ? content[0] : String(content[0]);
+        this._errorReceived.emit(this._lastError);
+        return;
       case 'disconnect':
         this._ended = true;
         this._pending = [];
@@ -576,6 +589,7 @@ export class ToolTerminalConnection implements Terminal.ITerminalConnection {
   >(this);
   private _exited = new Signal<this, number | null>(this);
   private _errorReceived = new Signal<this, string>(this);
+  private _lastError: string | null = null;
   private _sessionChanged = new Signal<this, ISessionModel>(this);
   private _connectionLost = new Signal<this, void>(this);
   private _disposed = new Signal<this, void>(this);

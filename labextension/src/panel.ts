@@ -425,7 +425,13 @@ export class ToolTerminalPanel extends Panel {
   /**
    * Show a connection lost for good.
    */
-  private _onLost(): void {
+  private _onLost(connection: ToolTerminalConnection): void {
+    // The server may have said why before it closed (a logout, a revoked
+    // access, the server stopping): keep that, it says more.
+    if (connection.lastError !== null) {
+      this._showStatus(connection.lastError, true, true);
+      return;
+    }
     this._showStatus(
       this._trans.__('The connection to the session was lost.'),
       true,

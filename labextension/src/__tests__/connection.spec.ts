@@ -119,6 +119,19 @@ describe('ToolTerminalConnection', () => {
     connection.dispose();
   });
 
+  it('keeps the reason the server gave before it closed', () => {
+    const { connection } = openConnection();
+    const ws = FakeWebSocket.last;
+    ws.open();
+    ws.receive(['error', 'Input not sent']);
+    ws.receive(['stdout', 'more output']);
+    expect(connection.lastError).toBeNull();
+    ws.receive(['error', 'Your login is no longer valid here']);
+    ws.drop(1008);
+    expect(connection.lastError).toBe('Your login is no longer valid here');
+    connection.dispose();
+  });
+
   it('is connected when the socket opens', () => {
     const { connection } = openConnection();
     const log = record(connection);
