@@ -25,7 +25,8 @@ from .handlers import (
 from .hub_api import HubActivityReporter, HubUserDirectory, running_as_hub_service
 from .manager import SessionManager
 from .page import ToolTilesPage
-from .recording import Recorder, Redactor
+from .recording import Recorder
+from .redaction import Redactor
 from .runtime import RuntimeUnavailable, ToolRuntime
 from .runtime.docker import DockerRuntime
 from .runtime.local import LocalRuntime
