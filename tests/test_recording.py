@@ -371,7 +371,8 @@ async def test_events_are_written_in_arrival_order_with_their_arrival_times(
         ["o", "$ "],
     ]
     for event, arrival in zip(events, arrivals, strict=True):
-        assert abs(event[0] - arrival) < 0.002, (events, arrivals)  # within a frame
+        # Within a frame (a display's, 20 ms: the writer thread may hold the GIL for 5 ms).
+        assert abs(event[0] - arrival) < 0.02, (events, arrivals)
 
 
 async def test_held_output_reaches_the_file_within_a_bounded_time(tmp_path: Path) -> None:
