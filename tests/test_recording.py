@@ -536,6 +536,14 @@ async def test_a_recorded_session_is_a_redacted_asciicast_file(
     assert not [event for event in events if event[1] == "i"]  # input is not recorded
 
 
+async def _terminal_of_80_columns(alice: Api, instance: str) -> tuple[dict[str, t.Any], t.Any]:
+    """A session on ``instance`` whose terminal is 24x80 (where ash wraps at column 80)."""
+    model, term = await alice.terminal(instance)
+    term.send("set_size", 24, 80)
+    await term.size_becomes("24 80")
+    return model, term
+
+
 @pytest.mark.parametrize("shell", ["/bin/sh", "/bin/bash"])
 @pytest.mark.parametrize("typing", ["pasted", "key by key"])
 async def test_a_token_typed_across_column_80_of_a_real_shell_is_redacted(
@@ -546,9 +554,7 @@ async def test_a_token_typed_across_column_80_of_a_real_shell_is_redacted(
     found = await asyncio.to_thread(container.exec_run, ["test", "-x", shell])
     if found.exit_code != 0:
         pytest.skip("the test image has no bash (the host has no bash-static)")
-    model, term = await alice.terminal(container.name)
-    term.send("set_size", 24, 80)
-    await term.size_becomes("24 80")
+    model, term = await _terminal_of_80_columns(alice, container.name)
     line = ": " + "x" * 60 + " " + FAKE_GITHUB_TOKEN + " end"
     if typing == "pasted":
         term.send("stdin", line)
@@ -569,9 +575,7 @@ async def test_a_token_typed_across_column_80_of_a_real_shell_is_redacted(
 async def test_a_resize_and_slow_output_keep_their_order_and_times(
     alice: Api, make_instance: InstanceFactory, recording_dir: Path
 ) -> None:
-    model, term = await alice.terminal(make_instance(tool="recorded").name)
-    term.send("set_size", 24, 80)
-    await term.size_becomes("24 80")
+    model, term = await _terminal_of_80_columns(alice, make_instance(tool="recorded").name)
     term.send("stdin", "printf BEF''ORE-; sleep 1.5; printf 'AF''TER\\n'\r")
     await term.expect(r"\nBEFORE-")
     term.send("set_size", 30, 100)
@@ -589,9 +593,7 @@ async def test_a_resize_and_slow_output_keep_their_order_and_times(
 async def test_keys_typed_in_vi_are_events_at_the_times_they_were_echoed(
     alice: Api, make_instance: InstanceFactory, recording_dir: Path
 ) -> None:
-    model, term = await alice.terminal(make_instance(tool="recorded").name)
-    term.send("set_size", 24, 80)
-    await term.size_becomes("24 80")
+    model, term = await _terminal_of_80_columns(alice, make_instance(tool="recorded").name)
     term.send("stdin", "vi /tmp/notes\r")
     await term.expect(r"/tmp/notes")
     term.send("stdin", "i")
