@@ -25,7 +25,8 @@ from .handlers import (
 from .hub_api import HubActivityReporter, HubUserDirectory, running_as_hub_service
 from .manager import MAX_OBSERVERS, SessionManager
 from .page import LoginPage, ToolTilesPage
-from .recording import Recorder, Redactor
+from .recording import Recorder
+from .redaction import Redactor
 from .runtime import RuntimeUnavailable, ToolRuntime
 from .runtime.docker import DockerRuntime
 from .runtime.local import LocalRuntime
@@ -263,9 +264,11 @@ class ToolTerminalApp(ExtensionApp):
     redact_patterns = List(
         Unicode(),
         help="""Regular expressions (Python syntax) whose matches are replaced by [REDACTED]
-        in recordings, in addition to the built-in secret formats (cloud keys, GitHub and
-        other tokens, JWTs, password=... assignments). A named group `keep` stays readable
-        (e.g. `(?P<keep>PIN: )\\d+`). Each is applied to one line at a time.""",
+        in recordings, in addition to the built-in secret formats (cloud, AI and other API
+        keys and tokens, JWTs, private keys, password=... assignments). A named group `keep`
+        stays readable (e.g. `(?P<keep>PIN: )\\d+`). Write them for one line: they are
+        matched on what the terminal shows (a wrapped line is one), a line or several at a
+        time, so a match should not reach across a line end (use [ \\t] rather than \\s).""",
     ).tag(config=True)
 
     redact_literals = List(

@@ -5,16 +5,21 @@ A tool type with ``"record": true`` has each of its sessions written to
 file (playable with ``asciinema play``): a JSON header line, then one ``[time, code, data]`` line
 per event (``o`` output, ``i`` input if configured, ``r`` resize).
 
-Secrets never reach the disk: text is redacted line by line (a secret cannot be split across
-two writes of the program, since only whole lines, or the part of a long line that is certainly
-not inside a match, are redacted and written). Redaction and writing run in a worker thread; the
-event loop only queues text. The queue is bounded: a disk slower than the terminal loses
-output from the recording (a marker says so), it never holds the terminal back.
+A recording replays what the user saw, when they saw it: every piece of output, every resize
+and every keystroke is one event, stamped with the time it arrived, written in the order they
+arrived. Secrets never reach the disk: each direction goes through a
+:class:`~.redaction.StreamRedactor`, which holds the line being drawn until it ends (at most
+:data:`~.redaction.HOLD_SECONDS`), so a secret drawn in several pieces, or across a line the
+shell wrapped, is seen whole; what comes after held text waits behind it, keeping the order.
+Redaction and writing run in a worker thread; the event loop only queues text. The queue is
+bounded: a disk slower than the terminal loses output from the recording (a marker says so),
+it never holds the terminal back.
 """
 
 from __future__ import annotations
 
-import bisect
+import asyncio
+import collections
 import concurrent.futures
 import contextlib
 import datetime
@@ -27,44 +32,15 @@ import time
 import typing as t
 from pathlib import Path
 
-#: What replaces a secret in a recording.
-REDACTED = "[REDACTED]"
+from .redaction import HOLD_SECONDS, Redactor, RememberedSecrets, StreamRedactor
 
-#: Built-in secret formats. A pattern's group ``keep`` (an assignment's name) stays readable.
-BUILTIN_PATTERNS: tuple[str, ...] = (
-    # AWS access key ids (long-term and temporary).
-    r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b",
-    # GitHub tokens: classic (ghp_, gho_, ghu_, ghs_, ghr_) and fine-grained.
-    r"\bgh[pousr]_[A-Za-z0-9]{36,255}\b",
-    r"\bgithub_pat_[A-Za-z0-9_]{22,255}\b",
-    # GitLab personal access tokens, Slack tokens, Google API keys, Stripe keys.
-    r"\bglpat-[A-Za-z0-9_-]{20,}",
-    r"\bxox[abposr]-[A-Za-z0-9-]{10,}",
-    r"\bAIza[0-9A-Za-z_-]{35}\b",
-    r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}\b",
-    # JSON Web Tokens (header.payload.signature, each base64url; the first two are JSON).
-    r"\beyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}",
-    # Private key headers (the key's body is base64 lines, which no pattern can tell apart).
-    r"-----BEGIN [A-Z ]*PRIVATE KEY-----",
-    # "Authorization: Bearer ...", tokens in URLs.
-    r"(?i)(?P<keep>\bbearer\s+)[A-Za-z0-9._~+/=-]{8,}",
-    r"(?i)(?P<keep>[?&](?:token|access_token|api_key|apikey|key|secret|password)=)[^&\s\"'<>]+",
-    # password=..., API_KEY: ..., "secret": "..." and similar assignments.
-    r"(?i)(?P<keep>\b[\w.-]*(?:password|passwd|passphrase|pwd|secret|token|api[_-]?key"
-    r"|access[_-]?key|private[_-]?key|credentials?)[\w.-]*[\"']?\s*[:=]\s*)"
-    r"(?:\"[^\"\r\n]*\"|'[^'\r\n]*'|[^\s\"',;]+)",
-)
-
-#: Characters of one line held back while waiting for its end; beyond this the line is
-#: written in parts, each ending ``LOOKBACK`` characters before the newest text (and never
-#: inside a match), so a secret of up to ``LOOKBACK`` characters is still seen whole.
-MAX_LINE = 16 * 1024
-LOOKBACK = 1024
 #: Bytes kept free at the end of a recording for the marker that says it stopped.
 MARKER_ROOM = 128
 #: Characters queued for the writer thread per recording; beyond this output is dropped from
 #: the recording (and a marker written) rather than held in memory or holding the terminal.
 MAX_QUEUED = 4 * 1024 * 1024
+#: How often held text is looked at again while nothing new arrives.
+CHECK_INTERVAL = HOLD_SECONDS / 8
 
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._@+-]")
 _EXECUTOR = concurrent.futures.ThreadPoolExecutor(
@@ -76,124 +52,16 @@ class RecordingError(RuntimeError):
     """A recording cannot be started; the session must not start without it."""
 
 
-#: Escape sequences that show nothing themselves: CSI (colours, cursor moves), OSC (titles,
-#: hyperlinks), character set designations and the other two-character escapes.
-ESCAPE_SEQUENCE = re.compile(
-    r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[()*+][0-~]|[@-Z\\-_])"
-)
+class _Event:
+    """One event of the file, waiting for its redacted text."""
 
+    __slots__ = ("code", "complete", "parts", "when")
 
-class Redactor:
-    """Replaces secrets in text: built-in formats, operator regexes and literal strings."""
-
-    def __init__(self, patterns: t.Iterable[str] = (), literals: t.Iterable[str] = ()) -> None:
-        compiled = [re.compile(p) for p in BUILTIN_PATTERNS]
-        for pattern in patterns:
-            try:
-                compiled.append(re.compile(pattern))
-            except re.error as error:
-                msg = f"redact_patterns: {pattern!r} is not a valid regular expression: {error}"
-                raise ValueError(msg) from error
-        words = sorted({literal for literal in literals if literal}, key=len, reverse=True)
-        if words:
-            compiled.append(re.compile("|".join(map(re.escape, words))))
-        self._patterns = compiled
-
-    @staticmethod
-    def _replace(match: re.Match[str]) -> str:
-        keep = match.groupdict().get("keep")
-        return (keep or "") + REDACTED
-
-    def redact(self, text: str) -> str:
-        """``text`` with every secret replaced, also one split by escape sequences."""
-        for pattern in self._patterns:
-            text = pattern.sub(self._replace, text)
-        if "\x1b" in text:
-            text = self._redact_as_shown(text)
-        return text
-
-    def _redact_as_shown(self, text: str) -> str:
-        """Redact secrets in the text a terminal shows, ignoring the escape sequences between
-        their characters (`printf 'ghp_ab\\e[1mcd...'` shows a whole token). A secret's
-        characters are replaced; the escape sequences among them are kept, so that what the
-        terminal was told (a colour, a title) stays as it was."""
-        # The shown text, and for each of its runs the offset where it starts in ``text``.
-        runs: list[tuple[int, int]] = []
-        pieces: list[str] = []
-        shown_length = last = 0
-        for escape in ESCAPE_SEQUENCE.finditer(text):
-            if escape.start() > last:
-                runs.append((shown_length, last))
-                pieces.append(text[last : escape.start()])
-                shown_length += escape.start() - last
-            last = escape.end()
-        runs.append((shown_length, last))
-        pieces.append(text[last:])
-        shown = "".join(pieces)
-        starts = [start for start, _ in runs]
-
-        def position(index: int) -> int:
-            run = bisect.bisect_right(starts, index) - 1
-            return runs[run][1] + index - runs[run][0]
-
-        spans: list[tuple[int, int, str]] = []
-        for pattern in self._patterns:
-            for match in pattern.finditer(shown):
-                if match.end() > match.start():
-                    spans.append(
-                        (
-                            position(match.start()),
-                            position(match.end() - 1) + 1,
-                            self._replace(match),
-                        )
-                    )
-        if not spans:
-            return text
-        out: list[str] = []
-        done = 0
-        for start, end, replacement in sorted(spans):
-            if start < done:  # overlaps one already replaced
-                continue
-            kept = "".join(ESCAPE_SEQUENCE.findall(text, start, end))
-            out += [text[done:start], replacement, kept]
-            done = end
-        out.append(text[done:])
-        return "".join(out)
-
-    def safe_end(self, text: str, end: int) -> int:
-        """The latest position at or before ``end`` that lies inside no match in ``text``."""
-        for pattern in self._patterns:
-            for match in pattern.finditer(text, max(0, end - LOOKBACK)):
-                if match.start() < end < match.end():
-                    end = match.start()
-        return end
-
-
-class _Stream:
-    """One direction (output or input) of a recording, cut into redactable pieces."""
-
-    def __init__(self, code: str) -> None:
+    def __init__(self, when: float, code: str, text: str = "", *, complete: bool) -> None:
+        self.when = when
         self.code = code
-        self.held = ""
-        self.held_since = 0.0
-
-    def take(self, text: str, when: float, redactor: Redactor) -> tuple[float, str] | None:
-        """Add ``text``; return (time, redacted text) that may be written now, if any."""
-        if not self.held:
-            self.held_since = when
-        self.held += text
-        cut = max(self.held.rfind("\n"), self.held.rfind("\r")) + 1
-        if len(self.held) - cut > MAX_LINE:
-            cut = redactor.safe_end(self.held, len(self.held) - LOOKBACK)
-        if cut <= 0:
-            return None
-        ready, self.held = self.held[:cut], self.held[cut:]
-        since, self.held_since = self.held_since, when
-        return since, redactor.redact(ready)
-
-    def flush(self, redactor: Redactor) -> tuple[float, str] | None:
-        held, self.held = self.held, ""
-        return (self.held_since, redactor.redact(held)) if held else None
+        self.parts = [text] if text else []
+        self.complete = complete
 
 
 class Recording:
@@ -208,15 +76,23 @@ class Recording:
         max_bytes: int,
         record_input: bool,
         log: logging.Logger,
+        width: int = 80,
     ) -> None:
         self.path = path
         self._file = file
-        self._redactor = redactor
         self._max_bytes = max_bytes
         self.record_input = record_input
         self._log = log
         self._started = time.monotonic()
-        self._streams = {"o": _Stream("o"), "i": _Stream("i")}
+        remembered = RememberedSecrets()  # a secret typed is hidden in its echo, and back
+        self._streams = {
+            "o": StreamRedactor(redactor, width=width, remembered=remembered),
+            "i": StreamRedactor(redactor, keystrokes=True, remembered=remembered),
+        }
+        #: Events in arrival order, waiting to be written; by stream, piece number -> event.
+        self._order: collections.deque[_Event] = collections.deque()
+        self._waiting: dict[str, dict[int, _Event]] = {"o": {}, "i": {}}
+        self._fed = {"o": 0, "i": 0}
         #: Events waiting for the writer thread: (time, code, raw text).
         self._queue: list[tuple[float, str, str]] = []
         self._queued = 0
@@ -228,6 +104,8 @@ class Recording:
         self._stopped = False
         self._closing = False
         self._done: concurrent.futures.Future[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._check: asyncio.TimerHandle | None = None
 
     # -- on the event loop ----------------------------------------------------------------
 
@@ -236,9 +114,9 @@ class Recording:
         self._put("o", text)
 
     def input(self, text: str) -> None:
-        """Record keystrokes (only if the recording records input)."""
-        if self.record_input:
-            self._put("i", text)
+        """Record keystrokes (written only if the recording records input; read in any case,
+        so that a secret typed is known when the terminal echoes it)."""
+        self._put("i", text)
 
     def resize(self, rows: int, cols: int) -> None:
         """Record a terminal size change."""
@@ -247,6 +125,9 @@ class Recording:
     def _put(self, code: str, text: str) -> None:
         if self._closing:
             return
+        if self._loop is None:
+            with contextlib.suppress(RuntimeError):  # no loop: held text waits for close()
+                self._loop = asyncio.get_running_loop()
         with self._lock:
             if self._queued + len(text) > MAX_QUEUED:
                 self._dropped += len(text)
@@ -258,8 +139,21 @@ class Recording:
             self._writing = True
         self._done = _EXECUTOR.submit(self._drain)
 
+    def _check_held(self) -> None:
+        """Look at held text again (from the loop, every CHECK_INTERVAL while text is held)."""
+        self._check = None
+        self._put("check", "")
+
+    def _schedule_check(self) -> None:
+        if self._check is None and not self._closing:
+            assert self._loop is not None
+            self._check = self._loop.call_later(CHECK_INTERVAL, self._check_held)
+
     def close(self) -> concurrent.futures.Future[None]:
         """Write what is held (redacted), close the file; the future resolves when done."""
+        if self._check is not None:
+            self._check.cancel()
+            self._check = None
         with self._lock:
             self._closing = True
             self._queue.append((time.monotonic() - self._started, "close", ""))
@@ -278,44 +172,86 @@ class Recording:
                 dropped, self._dropped = self._dropped, 0
                 if not batch and not dropped:
                     self._writing = False
+                    holding = any(stream.holding for stream in self._streams.values())
+                    if holding and self._loop is not None and not (self._closing or self._stopped):
+                        with contextlib.suppress(RuntimeError):  # the loop is closing
+                            self._loop.call_soon_threadsafe(self._schedule_check)
                     return
+            if self._stopped:
+                continue  # the file is closed: nothing more to redact or write
             try:
                 self._write_batch(batch, dropped)
             except OSError as error:
                 self._log.error("Tool terminal recording %s failed: %s", self.path.name, error)
-                self._stopped = True
-                with contextlib.suppress(OSError):
-                    self._file.close()
+                self._stop()
+            except Exception:  # noqa: BLE001 - any bug: stop rather than write unredacted text
+                # A bug must not write what was not redacted: the recording ends here.
+                self._log.exception("Tool terminal recording %s stopped", self.path.name)
+                self._stop()
+
+    def _stop(self) -> None:
+        self._stopped = True
+        with contextlib.suppress(OSError):
+            self._file.close()
 
     def _write_batch(self, batch: list[tuple[float, str, str]], dropped: int) -> None:
         lines: list[str] = []
         if dropped:
             gap = f"\r\n[recording skipped {dropped} characters: the disk was too slow]\r\n"
-            lines.append(json.dumps([self._now(batch), "o", gap]))
+            self._order.append(_Event(self._now(batch), "o", gap, complete=True))
         for when, code, text in batch:
             if code == "close":
-                for stream in self._streams.values():
-                    self._event(lines, stream, stream.flush(self._redactor))
+                for name, stream in self._streams.items():
+                    self._take(name, stream.flush())
+                self._write_ready(lines)
                 self._emit(lines)
                 if not self._file.closed:
                     self._file.close()
                 return
+            for name, stream in self._streams.items():
+                self._take(name, stream.expire(when))
             if code == "r":
-                self._last_time = max(self._last_time, round(when, 6))
-                lines.append(json.dumps([self._last_time, "r", text]))
-            else:
-                stream = self._streams[code]
-                self._event(lines, stream, stream.take(text, when, self._redactor))
+                self._order.append(_Event(when, "r", text, complete=True))
+                self._streams["o"].resize(int(text.split("x")[0]))
+            elif code in self._streams:
+                if code == "o" or self.record_input:
+                    event = _Event(when, code, complete=False)
+                    self._order.append(event)
+                    self._waiting[code][self._fed[code]] = event
+                self._fed[code] += 1
+                self._take(code, self._streams[code].feed(text, when))
+            self._write_ready(lines)
         self._emit(lines)
+
+    def _take(self, code: str, released: t.Iterable[t.Any]) -> None:
+        """Give released (redacted) text to the events it belongs to."""
+        waiting = self._waiting[code]
+        for piece in released:
+            event = waiting.get(piece.piece)
+            if event is None:
+                continue  # keystrokes that are not written
+            if piece.text:
+                event.parts.append(piece.text)
+            if piece.complete:
+                event.complete = True
+                del waiting[piece.piece]
+
+    def _write_ready(self, lines: list[str]) -> None:
+        """Write events from the oldest on, as far as their text is known (keeps the order)."""
+        order = self._order
+        while order:
+            event = order[0]
+            if event.parts:
+                # Players want times that never go back.
+                self._last_time = max(self._last_time, round(event.when, 6))
+                lines.append(json.dumps([self._last_time, event.code, "".join(event.parts)]))
+                event.parts = []
+            if not event.complete:
+                return
+            order.popleft()
 
     def _now(self, batch: list[tuple[float, str, str]]) -> float:
         return round(batch[0][0] if batch else time.monotonic() - self._started, 6)
-
-    def _event(self, lines: list[str], stream: _Stream, ready: tuple[float, str] | None) -> None:
-        if ready is not None and ready[1]:
-            # Held text is stamped with when it arrived; players want times that never go back.
-            self._last_time = max(self._last_time, round(ready[0], 6))
-            lines.append(json.dumps([self._last_time, stream.code, ready[1]]))
 
     def _emit(self, lines: list[str]) -> None:
         if self._stopped or not lines:
@@ -331,6 +267,8 @@ class Recording:
         self._file.write(data)
         self._file.flush()
         self._written += len(data)
+        if self._stopped:
+            self._file.close()  # full: what comes later is neither redacted nor kept
 
     def _limit_marker(self) -> bytes:
         when = max(self._last_time, round(time.monotonic() - self._started, 6))
@@ -409,6 +347,7 @@ class Recorder:
             max_bytes=self.max_bytes,
             record_input=self.record_input,
             log=self.log,
+            width=cols,
         )
         recording.header_written(len(encoded))
         return recording
