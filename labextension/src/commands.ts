@@ -26,6 +26,7 @@ import { UUID } from '@lumino/coreutils';
 import { toolIcon } from './icons';
 import type { ToolInstances } from './instances';
 import { instanceLabel } from './instances';
+import { notesBody, notesSummary } from './notes';
 import { ToolTerminalPanel } from './panel';
 import { sessionArg, trackSessions } from './restorer';
 import type { IToolInstance } from './tokens';
@@ -128,10 +129,10 @@ export function addCommands(
     await instances.refresh();
     const title = trans.__('Open Tool Terminal');
     const ok = [Dialog.okButton({ label: trans.__('OK') })];
-    if (instances.error !== null) {
+    if (instances.error !== null || instances.notes.length > 0) {
       await showDialog({
         title,
-        body: trans.__('Tool instances cannot be listed: %1', instances.error),
+        body: notesBody(instances.error, instances.notes, trans),
         buttons: ok
       });
       return undefined;
@@ -143,7 +144,9 @@ export function addCommands(
         title,
         body:
           stopped.length === 0
-            ? trans.__('You have no tool instance.')
+            ? trans.__(
+                'You have no tool instance: no container is labelled for you (jupyter-tool-terminal.owner), or none is running.'
+              )
             : trans.__(
                 'None of your tool instances is running: %1. Start one, then try again.',
                 stopped.join(', ')
@@ -350,17 +353,28 @@ export function addCommands(
     }
   });
 
+  // Why the launcher shows no instance, if it says why (an error, or notes).
+  const unexplained = () =>
+    instances.error === null && instances.notes.length === 0;
+  const statusLabel = () =>
+    instances.error !== null
+      ? trans.__('Tool instances unavailable')
+      : trans.__('No tool instance to show');
+
   commands.addCommand(CommandIDs.refresh, {
     // On the launcher (args.launcher) this is the tile that says why no
     // instance is listed.
     label: args =>
-      args.launcher === true && instances.error !== null
-        ? trans.__('Tool instances unavailable')
+      args.launcher === true && !unexplained()
+        ? statusLabel()
         : trans.__('Refresh Tool Instances'),
-    caption: args =>
-      args.launcher === true && instances.error !== null
-        ? trans.__('%1 Click to try again.', instances.error)
-        : trans.__('Refresh the launcher tiles of your tool instances'),
+    caption: args => {
+      if (args.launcher !== true || unexplained()) {
+        return trans.__('Refresh the launcher tiles of your tool instances');
+      }
+      const why = [instances.error ?? '', notesSummary(instances.notes)];
+      return trans.__('%1 Click for details.', why.join(' ').trim());
+    },
     icon: args =>
       args.launcher === true
         ? refreshIcon.bindprops({ className: STOPPED_CLASS })
@@ -368,10 +382,10 @@ export function addCommands(
     describedBy: noArgs,
     execute: async args => {
       await instances.refresh();
-      if (args.launcher === true && instances.error !== null) {
+      if (args.launcher === true && !unexplained()) {
         await showDialog({
-          title: trans.__('Tool instances unavailable'),
-          body: instances.error,
+          title: statusLabel(),
+          body: notesBody(instances.error, instances.notes, trans),
           buttons: [Dialog.okButton({ label: trans.__('OK') })]
         });
       }

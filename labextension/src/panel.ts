@@ -122,6 +122,14 @@ export class ToolTerminalPanel extends Panel {
   }
 
   /**
+   * A signal emitted when the panel's session is over (its shell ended, it
+   * was killed or its instance stopped).
+   */
+  get sessionEnded(): ISignal<this, void> {
+    return this._sessionEnded;
+  }
+
+  /**
    * Open the panel's session: reattach to the session given at construction
    * (a panel restored after a reload) or start a new one.
    *
@@ -407,6 +415,7 @@ export class ToolTerminalPanel extends Panel {
     if (msg.type !== 'disconnect') {
       return;
     }
+    this._sessionEnded.emit();
     if (this._status.isHidden) {
       this._showStatus(this._trans.__('The session is over.'), true);
     } else {
@@ -508,6 +517,7 @@ export class ToolTerminalPanel extends Panel {
   private _message: HTMLSpanElement;
   private _restartButton: HTMLButtonElement;
   private _sessionChanged = new Signal<this, ISessionModel>(this);
+  private _sessionEnded = new Signal<this, void>(this);
 }
 
 /**
