@@ -101,11 +101,12 @@ export function addCommands(
     });
     const widget = new MainAreaWidget({ content });
     widget.id = name ?? `tool-terminal-${UUID.uuid4()}`;
-    setTitle(widget, instances.get(instance), trans);
     widget.title.className = TAB_CLASS;
     widget.title.closable = true;
     trackSessions(tracker, widget);
     void tracker.add(widget);
+    retitle();
+    widget.disposed.connect(retitle);
     app.shell.add(widget, 'main');
     app.shell.activateById(widget.id);
     await content.start().catch(() => {
@@ -114,12 +115,40 @@ export function addCommands(
     return widget;
   };
 
-  // Titles follow the instance list (a restored panel opens before it).
-  instances.changed.connect(() => {
+  // What each panel's instance was last listed as: an instance removed
+  // meanwhile keeps its display name in the tab.
+  const known = new WeakMap<MainAreaWidget<ToolTerminalPanel>, IToolInstance>();
+  /**
+   * Title every panel: its instance's display name, numbered when several
+   * panels show the same instance (in the order they were opened).
+   */
+  const retitle = (): void => {
+    const seen = new Map<string, number>();
+    const panels: MainAreaWidget<ToolTerminalPanel>[] = [];
     tracker.forEach(widget => {
-      setTitle(widget, instances.get(widget.content.instanceId), trans);
+      if (!widget.isDisposed) {
+        panels.push(widget);
+      }
     });
-  });
+    const counts = new Map<string, number>();
+    for (const widget of panels) {
+      const id = widget.content.instanceId;
+      counts.set(id, (counts.get(id) ?? 0) + 1);
+    }
+    for (const widget of panels) {
+      const id = widget.content.instanceId;
+      const number = (seen.get(id) ?? 0) + 1;
+      seen.set(id, number);
+      const info = instances.get(id) ?? known.get(widget);
+      if (info !== undefined) {
+        known.set(widget, info);
+      }
+      setTitle(widget, info, trans, (counts.get(id) ?? 0) > 1 ? number : null);
+    }
+  };
+
+  // Titles follow the instance list (a restored panel opens before it).
+  instances.changed.connect(retitle);
 
   /**
    * Ask which running instance to open a terminal in; `undefined` when none
@@ -233,8 +262,9 @@ export function addCommands(
           await showDialog({
             title: trans.__('Open Tool Terminal'),
             body: trans.__(
-              'The tool instance %1 is %2. Start it, then open a terminal again.',
-              instanceLabel(instance, info, trans),
+              'The tool instance %1 (%2) is %3. Start it, then open a terminal again.',
+              info.display_name,
+              instance,
               info.status
             ),
             buttons: [Dialog.okButton({ label: trans.__('OK') })]
@@ -416,27 +446,37 @@ export interface ICommandOptions {
 
 /**
  * Set a panel's tab title: the instance's display name first (readable in a
- * narrow tab), the rest in the tooltip.
+ * narrow tab), numbered when several panels show the same instance, the
+ * rest in the tooltip.
  *
  * @param widget - The panel.
- * @param info - The listed instance, if known.
+ * @param info - The instance as last listed, if known.
  * @param trans - The translation bundle.
+ * @param number - The panel's number among those of its instance, or `null`
+ *   when it is the only one.
  */
 export function setTitle(
   widget: MainAreaWidget<ToolTerminalPanel>,
   info: IToolInstance | undefined,
-  trans: TranslationBundle
+  trans: TranslationBundle,
+  number: number | null = null
 ): void {
   const id = widget.content.instanceId;
-  widget.title.label = info?.display_name ?? id;
-  widget.title.caption =
+  const name = info?.display_name ?? id;
+  widget.title.label =
+    number === null ? name : trans.__('%1 (%2)', name, number);
+  const where =
     info === undefined
-      ? trans.__('Terminal in tool instance %1', id)
+      ? trans.__('tool instance %1', id)
       : trans.__(
-          'Terminal in tool instance %1 (%2, %3)',
+          'tool instance %1 (%2, %3)',
           id,
           info.display_name,
           info.status
         );
+  widget.title.caption =
+    number === null
+      ? trans.__('Terminal in %1', where)
+      : trans.__('Terminal %1 in %2', number, where);
   widget.title.icon = toolIcon(info?.tool ?? '', info?.icon);
 }

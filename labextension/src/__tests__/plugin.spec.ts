@@ -20,6 +20,15 @@ const trans = nullTranslator.load('jupyter-tool-terminal');
 const CATEGORY = trans.__('Tool Terminals');
 
 /**
+ * A setup note as `GET /tool-terminal/api/status` sends it.
+ */
+const NOTE = {
+  kind: 'no-tool-types',
+  message: 'No tool types are configured on this server.',
+  help: 'https://example.org/readme#tool-instances-and-tool-types'
+};
+
+/**
  * Tiles on a recording launcher, following an instance model that gets
  * `answers`.
  */
@@ -160,11 +169,7 @@ describe('ToolInstances', () => {
   });
 
   it('asks the server why when it lists no instance, and only then', async () => {
-    const note = {
-      kind: 'no-tool-types',
-      message: 'No tool types are configured on this server.',
-      help: 'https://example.org/readme#tool-instances-and-tool-types'
-    };
+    const note = NOTE;
     const t = makeInstances([
       { status: 200, body: [] },
       { status: 200, body: { runtime: 'docker', notes: [note, { kind: 1 }] } },
@@ -274,11 +279,7 @@ describe('LauncherTiles: state and reasons', () => {
   });
 
   it('shows a tile that says why when the server lists none and says why', async () => {
-    const note = {
-      kind: 'no-tool-types',
-      message: 'No tool types are configured on this server.',
-      help: ''
-    };
+    const note = { ...NOTE, help: '' };
     const { launcher, tiles, ...t } = makeTiles([
       { status: 200, body: [] },
       { status: 200, body: { notes: [note] } },
