@@ -298,7 +298,7 @@ export class ToolTerminalPanel extends Panel {
     connection.connectionLost.connect(this._onLost, this);
     connection.sessionChanged.connect(this._onSessionChanged, this);
     connection.connectionStatusChanged.connect(this._onStatusChanged, this);
-    connection.messageReceived.connect(this._onMessage, this);
+    connection.ended.connect(this._onEnded, this);
 
     const terminal = new Terminal(
       connection,
@@ -408,13 +408,7 @@ export class ToolTerminalPanel extends Panel {
    * Offer a new session once the session is over: after an exit, an error
    * (the server says why, then disconnects) or a kill.
    */
-  private _onMessage(
-    connection: ToolTerminalConnection,
-    msg: { type: string }
-  ): void {
-    if (msg.type !== 'disconnect') {
-      return;
-    }
+  private _onEnded(): void {
     this._sessionEnded.emit();
     if (this._status.isHidden) {
       this._showStatus(this._trans.__('The session is over.'), true);
