@@ -231,6 +231,9 @@ export class RunningToolTerminals
     widget: MainAreaWidget<ToolTerminalPanel>
   ): void {
     const panel = widget.content;
+    // The tracker announces a panel once the workspace saved it, which may be
+    // after its session started: the list is asked for now as well.
+    this._refreshSoon();
     panel.sessionChanged.connect(this._refreshSoon, this);
     panel.sessionEnded.connect(this._refreshSoon, this);
     widget.disposed.connect(() => {
