@@ -113,3 +113,14 @@ def test_the_demo_says_so_and_runs_local_instances(outsider: pwd.struct_passwd) 
     assert "Traceback" not in output
     _says_permission_not_absence(output, outsider)
     assert "LOCAL tool instances" in output
+
+
+def test_scripts_engine_sh_says_so_too(outsider: pwd.struct_passwd) -> None:
+    # What `scripts/demo.sh` runs first, as that user (not root: it installs nothing).
+    result = _run_as(outsider, ["bash", str(REPO / "scripts" / "engine.sh")])
+    assert result.returncode == 1
+    assert f"the Docker socket {SOCKET} exists, but {outsider.pw_name} may not use it" in (
+        result.stderr
+    )
+    assert "usermod -aG docker" in result.stderr
+    assert "start Docker" not in result.stderr
