@@ -86,3 +86,11 @@ class TestDisabled:
         assert body["runtime"] is None
         (note,) = _notes(body, "disabled")
         assert "ToolTerminalApp.runtime is 'docker'" in note["message"]
+
+
+async def test_the_status_refuses_who_is_not_logged_in(alice: Api) -> None:
+    for header in ("", "token wrong-token"):
+        api = Api(alice._fetch, alice._ws_fetch, {"Authorization": header})
+        status, body = await api.status("GET", "status")
+        assert status == 403, body
+        assert "notes" not in (body or {})
