@@ -30,6 +30,14 @@ from .redaction import Redactor
 from .runtime import RuntimeUnavailable, ToolRuntime
 from .runtime.docker import DockerRuntime
 from .runtime.local import LocalRuntime
+from .setup_status import (
+    LOCAL_SECTION,
+    QUICK_START_SECTION,
+    TOOL_TYPES_SECTION,
+    SetupNote,
+    SetupStatusHandler,
+    no_tool_types,
+)
 from .tooltypes import ToolType, ToolTypeError, parse_tool_types
 
 # Handlers match any single path segment; ids are validated strictly by the manager, so that
@@ -293,6 +301,10 @@ class ToolTerminalApp(ExtensionApp):
     session_manager: SessionManager | None = None
     #: Reports users' activity to JupyterHub when this server is a Hub service, else ``None``.
     hub_activity: HubActivityReporter | None = None
+    setup_notes: List[SetupNote] = List(
+        help="""What start-up found that keeps users from tool terminals (SetupNote objects,
+        sent by GET /tool-terminal/api/status). Set by the extension, not configuration."""
+    )
 
     @default("recording_dir")
     def _default_recording_dir(self) -> str:
@@ -311,6 +323,7 @@ class ToolTerminalApp(ExtensionApp):
 
     def initialize_settings(self) -> None:
         """Validate the tool types and create the session manager."""
+        self.setup_notes = []
         # JupyterLab's page config tells the frontend where the tool terminals are.
         web_app = getattr(self.serverapp, "web_app", None)
         if self.service_url:
@@ -327,14 +340,18 @@ class ToolTerminalApp(ExtensionApp):
         try:
             tool_types = parse_tool_types(self.tool_types)
         except ToolTypeError as error:
-            self.log.error("jupyter_tool_terminal is disabled: %s", error)  # noqa: TRY400 - no traceback: the message says it all
+            self._disabled(str(error), TOOL_TYPES_SECTION)
             return
         if not tool_types:
-            self.log.warning("jupyter_tool_terminal: no tool types are configured")
+            self.log.warning(
+                "jupyter_tool_terminal: no tool types are configured (set "
+                "ToolTerminalApp.tool_types): no tool instance will be shown"
+            )
+            self.setup_notes.append(no_tool_types())
         try:
             redactor = Redactor(self.redact_patterns, self.redact_literals)
         except ValueError as error:
-            self.log.error("jupyter_tool_terminal is disabled: %s", error)  # noqa: TRY400 - no traceback: the message says it all
+            self._disabled(str(error), "recording")
             return
         if self.tool_runtime is None:
             self.tool_runtime = self._make_runtime(tool_types)
@@ -373,6 +390,13 @@ class ToolTerminalApp(ExtensionApp):
             user_directory=user_directory,
         )
 
+    def _disabled(self, why: str, section: str) -> None:
+        """Log that the extension is disabled and why, and tell its users (a setup note)."""
+        self.log.error("jupyter_tool_terminal is disabled: %s", why)
+        self.setup_notes.append(
+            SetupNote("disabled", f"Tool terminals are disabled on this server: {why}.", section)
+        )
+
     def _make_runtime(self, tool_types: dict[str, ToolType]) -> ToolRuntime | None:
         """The configured runtime, or ``None`` (with an error logged) if it cannot work here.
 
@@ -386,13 +410,22 @@ class ToolTerminalApp(ExtensionApp):
             except RuntimeUnavailable as error:
                 docker.close()
                 if self.runtime == "docker":
-                    self.log.error(  # noqa: TRY400 - no traceback: the message says it all
-                        "jupyter_tool_terminal is disabled: ToolTerminalApp.runtime is 'docker' "
-                        "but %s (or set ToolTerminalApp.runtime = 'auto')",
-                        error,
+                    self._disabled(
+                        f"ToolTerminalApp.runtime is 'docker' but {error} (or set "
+                        "ToolTerminalApp.runtime = 'auto')",
+                        QUICK_START_SECTION,
                     )
                     return None
                 why = f"runtime 'auto' and {error}"
+                if not self.local_instances:
+                    self.setup_notes.append(
+                        SetupNote(
+                            "engine",
+                            f"No container engine can be used: {error}. This server has no "
+                            "local tool instances either.",
+                            LOCAL_SECTION,
+                        )
+                    )
             else:
                 self.log.info(
                     "jupyter_tool_terminal: tool terminals run in Docker containers (%s)",
@@ -418,7 +451,7 @@ class ToolTerminalApp(ExtensionApp):
         try:
             local.check_available()
         except RuntimeUnavailable as error:
-            self.log.error("jupyter_tool_terminal is disabled: %s", error)  # noqa: TRY400
+            self._disabled(str(error), LOCAL_SECTION)
             return None
         self.log.info(
             "jupyter_tool_terminal: tool terminals run locally, as this server's user, in %d "
@@ -433,6 +466,7 @@ class ToolTerminalApp(ExtensionApp):
         self.handlers.extend(
             [
                 (r"/tool-terminal/api/instances", InstancesHandler),
+                (r"/tool-terminal/api/status", SetupStatusHandler),
                 (r"/tool-terminal/api/hub-login", HubLoginHandler),
                 (r"/tool-terminal/api/sessions", SessionsHandler),
                 (rf"/tool-terminal/api/sessions/{_ID}", SessionHandler),

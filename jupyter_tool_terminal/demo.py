@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import getpass
 import json
 import os
@@ -25,6 +26,7 @@ from pathlib import Path
 import docker
 import docker.errors
 
+from .runtime import access as engine_access
 from .runtime.docker import OWNER_LABEL, TOOL_LABEL
 
 DEFAULT_IMAGE = "jupyter-tool-terminal-test:latest"
@@ -67,25 +69,26 @@ def default_owner() -> str:
     return os.environ.get("JUPYTERHUB_USER") or getpass.getuser()
 
 
-def create_demo_instances(client: docker.DockerClient, image: str, owner: str) -> list[t.Any]:
-    """Create (or re-create) one running, labelled container per demo tool type."""
+def create_demo_instances(
+    client: docker.DockerClient, image: str, owner: str, containers: list[t.Any]
+) -> None:
+    """Create (or re-create) one running, labelled container per demo tool type, appending each
+    to ``containers`` as soon as it exists (so that a stop half-way removes it too)."""
     safe_owner = re.sub(r"[^a-zA-Z0-9_.-]", "-", owner).strip("-.") or "user"
-    containers = []
     for tool in DEMO_TOOL_TYPES:
         name = f"demo-{tool}-{safe_owner}"
         with contextlib.suppress(docker.errors.NotFound):
             client.containers.get(name).remove(force=True)
         containers.append(
-            client.containers.run(
+            client.containers.create(
                 image,
                 name=name,
-                detach=True,
                 init=True,
                 network_mode="none",
                 labels={OWNER_LABEL: owner, TOOL_LABEL: tool},
             )
         )
-    return containers
+        containers[-1].start()
 
 
 def docker_engine() -> docker.DockerClient | None:
@@ -94,14 +97,21 @@ def docker_engine() -> docker.DockerClient | None:
         client = docker.from_env(timeout=5)
         client.ping()
     except docker.errors.DockerException as error:
-        where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
-        print(
-            f"demo: no Docker Engine answers at {where} ({type(error).__name__}), so the demo "
-            "runs two LOCAL tool instances: working directories whose shells run as you on "
-            "this machine (not isolated). For containers, start Docker (bash scripts/engine.sh)"
-            " or point DOCKER_HOST at an engine.",
-            flush=True,
-        )
+        access = engine_access.diagnose()
+        if access.permission_denied:
+            say(f"demo: {access.message}.")
+            say(
+                "demo: meanwhile it runs two LOCAL tool instances: working directories whose "
+                "shells run as you on this machine (not isolated)."
+            )
+        else:
+            print(
+                f"demo: no Docker Engine answers at {access.where} ({type(error).__name__}), so "
+                "the demo runs two LOCAL tool instances: working directories whose shells run "
+                "as you on this machine (not isolated). For containers, start Docker (bash "
+                "scripts/engine.sh) or point DOCKER_HOST at an engine.",
+                flush=True,
+            )
         return None
     return client
 
@@ -111,28 +121,124 @@ def local_demo_instances(folder: Path) -> dict[str, dict[str, str]]:
     return {f"demo-{tool}": {"tool": tool, "root": str(folder / tool)} for tool in DEMO_TOOL_TYPES}
 
 
-def run_jupyterlab(command: list[str]) -> int:
-    """Run JupyterLab until it exits; Ctrl-C (or SIGTERM) shuts it down cleanly.
+#: The signals that end the demo as Ctrl-C does: ``kill``, and the terminal going away (a closed
+#: window, ``tmux kill-session``, the parent shell dying: see :func:`_hang_up_with_parent`).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
-    JupyterLab runs in its own process group, so a Ctrl-C in the terminal reaches only the
-    demo, which then asks JupyterLab to stop with SIGTERM: no "Shut down this Jupyter server
-    (y/[n])?" prompt, and JupyterLab removes its runtime files as it stops.
+
+def say(*words: object) -> None:
+    """Print a line to stderr, if anything still reads it.
+
+    Once the reader of a pipe is gone (``demo.sh | tee log``, then Ctrl-C) a print fails with
+    ``BrokenPipeError``: that must not stop the demo from cleaning up after itself.
     """
-    process = subprocess.Popen(command, start_new_session=True)
-    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    with contextlib.suppress(OSError, ValueError):
+        print(*words, file=sys.stderr, flush=True)
+
+
+def _prctl_death_signal(number: int) -> bool:
+    """Ask the kernel to send this process ``number`` when its parent dies (Linux ``prctl``);
+    ``False`` where that is not available."""
     try:
-        return process.wait()
-    except KeyboardInterrupt:
-        print("\ndemo: stopping JupyterLab...", file=sys.stderr, flush=True)
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        return 0
+        return bool(
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, number, 0, 0, 0) == 0
+        )
+    except (OSError, AttributeError):
+        return False
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _hang_up_with_parent() -> None:
+    """Have the kernel send this process SIGHUP when its parent (the user's shell) dies.
+
+    A shell killed outright sends no SIGHUP to its jobs: without this, the demo would live on,
+    re-parented to init, and JupyterLab with it.
+    """
+    parent = os.getppid()
+    if _prctl_death_signal(signal.SIGHUP) and os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGHUP)  # the parent died before the request was in place
+
+
+def _lab_child_setup() -> None:
+    """In JupyterLab's process, before it runs: stop it if the demo dies without cleaning up
+    (SIGKILL leaves the demo no time to)."""
+    _prctl_death_signal(signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def stopped_by_signals() -> t.Iterator[None]:
+    """Within the block, SIGTERM and SIGHUP raise ``KeyboardInterrupt`` as Ctrl-C does.
+
+    So every way a demo ends runs the same clean-up. A signal the demo was started with ignored
+    stays ignored: ``nohup`` (SIGHUP) asks for a demo that outlives its terminal, and a shell
+    makes its background jobs ignore SIGINT (the Ctrl-C meant for the foreground job).
+    """
+    previous = {
+        number: signal.signal(number, signal.default_int_handler)
+        for number in STOP_SIGNALS
+        if signal.getsignal(number) != signal.SIG_IGN
+    }
+    try:
+        yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+@contextlib.contextmanager
+def signals_held() -> t.Iterator[None]:
+    """Within the block, the stop signals wait: a second Ctrl-C, or the SIGHUP that follows a
+    SIGTERM when a terminal closes, cannot interrupt the clean-up half-way."""
+    held = {signal.SIGINT, *STOP_SIGNALS}
+    signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        # Delivered now, a held signal would interrupt the caller: let it be forgotten.
+        for number in held:
+            with contextlib.suppress(OSError, ValueError):
+                signal.sigtimedwait([number], 0)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+
+
+def stop_jupyterlab(process: subprocess.Popen[bytes]) -> None:
+    """Ask JupyterLab to stop (SIGTERM: it removes its runtime files), kill it after 30 s."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def start_jupyterlab(command: list[str]) -> subprocess.Popen[bytes]:
+    """Start JupyterLab in its own process group, so that a Ctrl-C in the terminal reaches only
+    the demo, which then asks JupyterLab to stop with SIGTERM: no "Shut down this Jupyter
+    server (y/[n])?" prompt, and JupyterLab removes its runtime files as it stops."""
+    # The demo runs no thread of its own (the Docker SDK's calls are synchronous), so a
+    # preexec_fn cannot deadlock on a lock another thread held at the fork.
+    return subprocess.Popen(command, start_new_session=True, preexec_fn=_lab_child_setup)  # noqa: PLW1509
+
+
+def remove_containers(containers: list[t.Any]) -> None:
+    """Remove the demo's containers, whatever state they are in."""
+    for container in containers:
+        with contextlib.suppress(docker.errors.DockerException):
+            container.remove(force=True)
+
+
+def _forget_broken_stdout() -> None:
+    """Point stdout at /dev/null if nothing reads it any more, so that the interpreter's last
+    flush does not end the demo with a traceback-like "Exception ignored" message."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -167,38 +273,49 @@ def main(argv: list[str] | None = None) -> int:
     )
     options, lab_args = parser.parse_known_args(argv)
 
+    _hang_up_with_parent()
+    # Everything the demo makes is undone by `cleanup`, in reverse order, however it ends.
+    cleanup = contextlib.ExitStack()
+    with stopped_by_signals():
+        try:
+            return _run(options, lab_args, cleanup)
+        except KeyboardInterrupt:
+            say("\ndemo: stopping JupyterLab and removing the demo instances...")
+            return 0
+        finally:
+            with signals_held():
+                cleanup.close()
+                _forget_broken_stdout()
+
+
+def _run(options: argparse.Namespace, lab_args: list[str], cleanup: contextlib.ExitStack) -> int:
+    """Create the demo instances and the configuration, and run JupyterLab until it exits."""
     client = docker_engine()
-    containers = create_demo_instances(client, options.image, options.owner) if client else []
     runtime: dict[str, t.Any] = {"runtime": "docker"}
     if client is None:
         runtime = {"runtime": "local", "local_instances": local_demo_instances(options.local_root)}
         print("Demo tool instances:", ", ".join(runtime["local_instances"]), flush=True)
     else:
+        cleanup.callback(client.close)
+        containers: list[t.Any] = []
+        cleanup.callback(remove_containers, containers)
+        create_demo_instances(client, options.image, options.owner, containers)
         print("Demo tool instances:", ", ".join(c.name for c in containers), flush=True)
-    try:
-        with tempfile.TemporaryDirectory(prefix="jupyter-tool-terminal-demo-") as folder:
-            config = Path(folder) / "jupyter_demo_config.json"
-            config.write_text(
-                json.dumps(
-                    {
-                        "ToolTerminalApp": {
-                            "tool_types": DEMO_TOOL_TYPES,
-                            "owner": options.owner,
-                            **runtime,
-                        }
-                    }
-                )
-            )
-            command = [sys.executable, "-m", "jupyterlab", f"--config={config}", *lab_args]
-            if os.geteuid() == 0 and "--allow-root" not in lab_args:
-                command.append("--allow-root")
-            return run_jupyterlab(command)
-    finally:
-        for container in containers:
-            with contextlib.suppress(docker.errors.DockerException):
-                container.remove(force=True)
-        if client is not None:
-            client.close()
+    folder = cleanup.enter_context(
+        tempfile.TemporaryDirectory(prefix="jupyter-tool-terminal-demo-")
+    )
+    config = Path(folder) / "jupyter_demo_config.json"
+    config.write_text(
+        json.dumps(
+            {"ToolTerminalApp": {"tool_types": DEMO_TOOL_TYPES, "owner": options.owner, **runtime}}
+        )
+    )
+    command = [sys.executable, "-m", "jupyterlab", f"--config={config}", *lab_args]
+    if os.geteuid() == 0 and "--allow-root" not in lab_args:
+        command.append("--allow-root")
+    process = start_jupyterlab(command)
+    cleanup.callback(stop_jupyterlab, process)
+    return process.wait()
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 if ! bash "$repo/scripts/engine.sh"; then
-  echo "(no Docker Engine: the demo runs local tool instances instead)" >&2
+  echo "(so the demo runs local tool instances instead)" >&2
 fi
 bash "$repo/scripts/setup.sh" test
 exec "${JTT_VENV:-$repo/.venv}/bin/python" -m jupyter_tool_terminal.demo "$@"

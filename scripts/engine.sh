@@ -30,7 +30,15 @@ if ! docker info >/dev/null 2>&1; then
     for _ in $(seq 1 120); do docker info >/dev/null 2>&1 && break; sleep 0.5; done
   fi
   if ! docker info >/dev/null 2>&1; then
-    echo "no Docker Engine answers at /var/run/docker.sock (start Docker, or set DOCKER_HOST)" >&2
+    socket=/var/run/docker.sock
+    if [ -S "$socket" ] && { ! [ -r "$socket" ] || ! [ -w "$socket" ]; }; then
+      # The engine may well run: this user may not use its socket (not in its group).
+      echo "the Docker socket $socket exists, but $(id -un) may not use it ($(stat -c '%U:%G %A' "$socket")):" \
+        "join its group (sudo usermod -aG $(stat -c %G "$socket") $(id -un), then log in again)," \
+        "or use rootless Docker or Podman (set DOCKER_HOST)" >&2
+    else
+      echo "no Docker Engine answers at $socket (start Docker, or set DOCKER_HOST)" >&2
+    fi
     exit 1
   fi
 fi

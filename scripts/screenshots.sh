@@ -21,7 +21,9 @@ cleanup() {
   local rc=$?
   set +e
   if [ -n "$demo_pid" ] && kill -0 "$demo_pid" 2>/dev/null; then
-    kill -INT "$demo_pid"  # the demo stops JupyterLab and removes its containers
+    # SIGTERM, not SIGINT: a job started with & by a script ignores SIGINT. The demo stops
+    # JupyterLab and removes its containers either way.
+    kill -TERM "$demo_pid"
     wait "$demo_pid"
   fi
   if [ "$rc" -ne 0 ] && [ -f "$work/demo.log" ]; then

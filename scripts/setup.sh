@@ -5,7 +5,8 @@
 # only when pyproject.toml, the extras or the frontend's lockfile changed, the frontend is
 # rebuilt only when its sources are newer than the build.
 # Usage: scripts/setup.sh [extra,extras]   (default: test)
-# Prints nothing on success but what it did; the environment is used as "$JTT_VENV/bin/...".
+# Prints each step it takes, with what a first run takes for it and what it took; the
+# environment is used as "$JTT_VENV/bin/...".
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 extras=${1:-test}
@@ -23,27 +24,81 @@ if [ "${#apt_packages[@]}" -gt 0 ] && command -v apt-get >/dev/null; then
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "${apt_packages[@]}" >/dev/null
 fi
 
+# Each step says what it does, about how long it takes on a first run (measured on a 2-core
+# machine with an empty pip and yarn cache; a second run skips what is done), and how long it
+# took. Long steps print a line every 20 s, so that a first run is never silent for minutes.
+steps=5
+step_number=0
+ticker=
+run_step() {  # run_step "what" "estimate" command...
+  local what=$1 estimate=$2 started=$SECONDS status=0
+  shift 2
+  step_number=$((step_number + 1))
+  log "[$step_number/$steps] $what (first run: about $estimate)"
+  ( while sleep 20; do echo "   ... still at it ($((SECONDS - started)) s)"; done ) &
+  ticker=$!
+  "$@" || status=$?
+  kill "$ticker" 2>/dev/null; wait "$ticker" 2>/dev/null || true
+  ticker=
+  if [ "$status" -ne 0 ]; then
+    echo "   FAILED after $((SECONDS - started)) s" >&2
+    return "$status"
+  fi
+  echo "   done in $((SECONDS - started)) s"
+}
+trap '[ -z "$ticker" ] || kill "$ticker" 2>/dev/null' EXIT
+pip() { "$venv/bin/python" -m pip "$@"; }
+
 if [ ! -x "$venv/bin/python" ]; then
-  log "creating the virtual environment $venv"
-  python3 -m venv "$venv"
+  run_step "creating the virtual environment $venv" "10 s" python3 -m venv "$venv"
+else
+  step_number=$((step_number + 1))
 fi
 cd "$repo"
 stamp="$venv/.jupyter-tool-terminal-installed"
 wanted=$(cat pyproject.toml labextension/package.json labextension/yarn.lock <(echo "$extras" "$repo") | sha256sum | cut -d' ' -f1)
-if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
-  log "installing jupyter-tool-terminal[$extras] into $venv (builds the JupyterLab extension)"
-  "$venv/bin/python" -m pip install -q --upgrade pip
-  "$venv/bin/python" -m pip install -q -e ".[$extras]"
-  echo "$wanted" > "$stamp"
+install_wanted=$([ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ] && echo yes || echo no)
+
+# The build requirements (JupyterLab, which brings jlpm) go into the environment itself and
+# the package is installed without build isolation: pip would otherwise install JupyterLab a
+# second time, into a throw-away build environment, and build the frontend there, silently.
+if [ "$install_wanted" = yes ]; then
+  mapfile -t build_requirements < <(grep '^requires = ' pyproject.toml | grep -o '"[^"]*"' | tr -d '"')
+  # (`editables`: what hatchling adds to them for an editable install.)
+  install_build_tools() { pip install -q --upgrade pip && pip install -q "${build_requirements[@]}" editables; }
+  run_step "installing JupyterLab and the build tools into $venv" "2.5 min" install_build_tools
+else
+  step_number=$((step_number + 1))
 fi
 
-# An editable install builds the labextension into the source tree; rebuild when its sources
-# changed since, and link it where JupyterLab looks for it (as a development install does).
+# The frontend is built from the source tree (an editable install's labextension lives there):
+# again only when its sources changed since the last build.
 built="$repo/jupyter_tool_terminal/labextension"
-if [ -n "$(find labextension/src labextension/style labextension/package.json -newer "$built/package.json" -print -quit 2>/dev/null || echo missing)" ]; then
-  log "building the JupyterLab extension"
-  (cd labextension && PATH="$venv/bin:$PATH" jlpm install --immutable >/dev/null && PATH="$venv/bin:$PATH" jlpm build >/dev/null)
+if [ -n "$(find labextension/src labextension/style labextension/package.json labextension/yarn.lock -newer "$built/package.json" -print -quit 2>/dev/null || echo missing)" ]; then
+  quietly() {  # a command's output only when it fails
+    local output status=0
+    output=$(cd labextension && PATH="$venv/bin:$PATH" "$@" 2>&1) || status=$?
+    [ "$status" -eq 0 ] || printf '%s\n' "$output" >&2
+    return "$status"
+  }
+  jlpm_install() { quietly jlpm install --immutable; }
+  jlpm_build() { quietly jlpm build; }
+  run_step "installing the JupyterLab extension's node packages (jlpm install)" "1.5 min" jlpm_install
+  run_step "building the JupyterLab extension (TypeScript, webpack)" "1 min" jlpm_build
+else
+  step_number=$((step_number + 2))
 fi
+
+if [ "$install_wanted" = yes ]; then
+  install_package() { SKIP_JUPYTER_BUILDER=1 pip install -q --no-build-isolation -e ".[$extras]"; }
+  run_step "installing jupyter-tool-terminal[$extras] and its dependencies (jupyter_server, the Docker SDK...)" \
+    "2 min" install_package
+  echo "$wanted" > "$stamp"
+else
+  step_number=$((step_number + 1))
+fi
+
+# Linked where JupyterLab looks for it, as a development install does.
 link="$venv/share/jupyter/labextensions/jupyter-tool-terminal"
 if [ "$(readlink "$link" 2>/dev/null)" != "$built" ]; then
   mkdir -p "$(dirname "$link")"

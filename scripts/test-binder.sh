@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Smoke test of the Binder demo, as Binder would build and start it, on a machine without
-# Docker: installs exactly binder/requirements.txt into a fresh virtual environment, runs
+# Docker: installs exactly the pip section of binder/environment.yml into a fresh virtual
+# environment (with a Node.js that satisfies its pin), runs
 # binder/postBuild, starts JupyterLab with exactly binder/'s configuration and DOCKER_HOST
 # pointing at nothing, then opens a terminal over the contract (REST + WebSocket, a small
 # Python client) and in Debian's chromium (ui-tests/binder). Everything it started is stopped.
@@ -22,10 +23,19 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 step() { printf '\n== %s\n' "$*"; }
 
-step "binder/requirements.txt into a fresh virtual environment"
+step "binder/environment.yml (its pip section) into a fresh virtual environment"
+# The conda part is Node.js and Python: this machine's Node must satisfy the same pin.
+node_pin=$(sed -n 's/^ *- nodejs>=\([0-9]*\).*/\1/p' "$repo/binder/environment.yml")
+node_major=$(node --version | sed 's/^v\([0-9]*\).*/\1/')
+if [ -z "$node_pin" ] || [ "$node_major" -lt "$node_pin" ]; then
+  echo "binder/environment.yml pins nodejs>=${node_pin:-?}; this machine has $(node --version)" >&2
+  exit 1
+fi
 python3 -m venv "$work/venv"
 export PATH="$work/venv/bin:$PATH"
-pip install -q --prefer-binary -r "$repo/binder/requirements.txt"
+sed -n '/^ *- pip:$/,$p' "$repo/binder/environment.yml" | sed -n 's/^ *- \(.*[<>=].*\)$/\1/p' >"$work/requirements.txt"
+[ -s "$work/requirements.txt" ] || { echo "no pip section in binder/environment.yml" >&2; exit 1; }
+pip install -q --prefer-binary -r "$work/requirements.txt"
 
 step "binder/postBuild"
 mkdir -p "$work/home" "$work/config"

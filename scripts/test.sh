@@ -23,7 +23,9 @@ if [ "$engine_was_up" = no ]; then
 fi
 
 # One stage: a name and a command (or a function). It runs even when an earlier one failed.
-results=()
+names=()
+outcomes=()
+times=()
 failed=0
 stage() {
   local name=$1 started=$SECONDS result=passed
@@ -34,7 +36,9 @@ stage() {
     result=FAILED
     failed=1
   fi
-  results+=("$(printf '%-52s %-7s %6ss' "$name" "$result" $((SECONDS - started)))")
+  names+=("$name")
+  outcomes+=("$result")
+  times+=("$((SECONDS - started))s")
 }
 
 pytest_stage() {
@@ -68,8 +72,13 @@ stage "Binder demo: binder/ in a fresh environment, no Docker, contract and brow
 stage "benchmark, quick mode (every measurement path works)" python benchmarks/run.py --quick
 
 echo
-printf '%-52s %-7s %7s\n' stage result time
-printf '%s\n' "${results[@]}"
+# The stage column is as wide as the longest name, so that the columns stay aligned.
+width=5
+for name in "${names[@]}"; do [ "${#name}" -le "$width" ] || width=${#name}; done
+printf '%-*s  %-7s %7s\n' "$width" stage result time
+for i in "${!names[@]}"; do
+  printf '%-*s  %-7s %7s\n' "$width" "${names[$i]}" "${outcomes[$i]}" "${times[$i]}"
+done
 echo
 if [ "$failed" -ne 0 ]; then
   echo "some checks FAILED"

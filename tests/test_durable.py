@@ -86,16 +86,18 @@ class TestDefaultGrace:
             session = await alice.call("GET", "sessions", model["id"])
             return bool(session["clients"] == 0)
 
+        async def sleeping() -> bool:
+            processes = await asyncio.to_thread(container_processes, container)
+            return any("sleep 4321" in p for p in processes)
+
         await wait_until(detached)
-        assert any(
-            "sleep 4321" in p for p in await asyncio.to_thread(container_processes, container)
-        )
+        # The prompt comes back as soon as the background job is forked; under load the child
+        # may not have exec'd `sleep` yet (it still shows as `sh`): wait for it, do not race it.
+        await wait_until(sleeping)
         again, _ = await _reconnect(alice, model["id"])
         assert await again.run("echo $$") == pid
         assert await again.run("pwd") == "/tmp\r\n"
-        assert any(
-            "sleep 4321" in p for p in await asyncio.to_thread(container_processes, container)
-        )
+        assert await sleeping()
 
 
 class TestScreenOnReattach:

@@ -14,7 +14,6 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import functools
-import os
 import secrets
 import socket
 import ssl
@@ -26,6 +25,7 @@ import docker.errors
 from traitlets import Float, Integer
 
 from ..tooltypes import ToolType
+from . import access as engine_access
 from . import docker_tls
 from .base import Instance, RuntimeUnavailable, ShellChannel, ToolRuntime
 from .launch import shell_command, shell_environment
@@ -370,17 +370,14 @@ class DockerRuntime(ToolRuntime):
 
     def check_available(self) -> None:
         """Ping the engine; :class:`RuntimeUnavailable` says where it was looked for."""
-        where = os.environ.get("DOCKER_HOST") or "the default socket /var/run/docker.sock"
         try:
             client = docker.from_env(timeout=int(max(self.ping_timeout, 1)))
         except docker.errors.DockerException as error:
-            msg = f"no Docker Engine answers at {where}; start Docker or set DOCKER_HOST"
-            raise RuntimeUnavailable(msg) from error
+            raise RuntimeUnavailable(engine_access.diagnose().message) from error
         try:
             client.ping()
         except (docker.errors.DockerException, OSError) as error:
-            msg = f"no Docker Engine answers at {where}; start Docker or set DOCKER_HOST"
-            raise RuntimeUnavailable(msg) from error
+            raise RuntimeUnavailable(engine_access.diagnose().message) from error
         finally:
             client.close()
 

@@ -26,6 +26,7 @@ import { UUID } from '@lumino/coreutils';
 import { toolIcon } from './icons';
 import type { ToolInstances } from './instances';
 import { instanceLabel } from './instances';
+import { notesBody, notesSummary } from './notes';
 import { ToolTerminalPanel } from './panel';
 import { sessionArg, trackSessions } from './restorer';
 import type { IToolInstance } from './tokens';
@@ -100,11 +101,12 @@ export function addCommands(
     });
     const widget = new MainAreaWidget({ content });
     widget.id = name ?? `tool-terminal-${UUID.uuid4()}`;
-    setTitle(widget, instances.get(instance), trans);
     widget.title.className = TAB_CLASS;
     widget.title.closable = true;
     trackSessions(tracker, widget);
     void tracker.add(widget);
+    retitle();
+    widget.disposed.connect(retitle);
     app.shell.add(widget, 'main');
     app.shell.activateById(widget.id);
     await content.start().catch(() => {
@@ -113,12 +115,40 @@ export function addCommands(
     return widget;
   };
 
-  // Titles follow the instance list (a restored panel opens before it).
-  instances.changed.connect(() => {
+  // What each panel's instance was last listed as: an instance removed
+  // meanwhile keeps its display name in the tab.
+  const known = new WeakMap<MainAreaWidget<ToolTerminalPanel>, IToolInstance>();
+  /**
+   * Title every panel: its instance's display name, numbered when several
+   * panels show the same instance (in the order they were opened).
+   */
+  const retitle = (): void => {
+    const seen = new Map<string, number>();
+    const panels: MainAreaWidget<ToolTerminalPanel>[] = [];
     tracker.forEach(widget => {
-      setTitle(widget, instances.get(widget.content.instanceId), trans);
+      if (!widget.isDisposed) {
+        panels.push(widget);
+      }
     });
-  });
+    const counts = new Map<string, number>();
+    for (const widget of panels) {
+      const id = widget.content.instanceId;
+      counts.set(id, (counts.get(id) ?? 0) + 1);
+    }
+    for (const widget of panels) {
+      const id = widget.content.instanceId;
+      const number = (seen.get(id) ?? 0) + 1;
+      seen.set(id, number);
+      const info = instances.get(id) ?? known.get(widget);
+      if (info !== undefined) {
+        known.set(widget, info);
+      }
+      setTitle(widget, info, trans, (counts.get(id) ?? 0) > 1 ? number : null);
+    }
+  };
+
+  // Titles follow the instance list (a restored panel opens before it).
+  instances.changed.connect(retitle);
 
   /**
    * Ask which running instance to open a terminal in; `undefined` when none
@@ -128,10 +158,10 @@ export function addCommands(
     await instances.refresh();
     const title = trans.__('Open Tool Terminal');
     const ok = [Dialog.okButton({ label: trans.__('OK') })];
-    if (instances.error !== null) {
+    if (instances.error !== null || instances.notes.length > 0) {
       await showDialog({
         title,
-        body: trans.__('Tool instances cannot be listed: %1', instances.error),
+        body: notesBody(instances.error, instances.notes, trans),
         buttons: ok
       });
       return undefined;
@@ -143,7 +173,9 @@ export function addCommands(
         title,
         body:
           stopped.length === 0
-            ? trans.__('You have no tool instance.')
+            ? trans.__(
+                'You have no tool instance: no container is labelled for you (jupyter-tool-terminal.owner), or none is running.'
+              )
             : trans.__(
                 'None of your tool instances is running: %1. Start one, then try again.',
                 stopped.join(', ')
@@ -230,8 +262,9 @@ export function addCommands(
           await showDialog({
             title: trans.__('Open Tool Terminal'),
             body: trans.__(
-              'The tool instance %1 is %2. Start it, then open a terminal again.',
-              instanceLabel(instance, info, trans),
+              'The tool instance %1 (%2) is %3. Start it, then open a terminal again.',
+              info.display_name,
+              instance,
               info.status
             ),
             buttons: [Dialog.okButton({ label: trans.__('OK') })]
@@ -350,17 +383,28 @@ export function addCommands(
     }
   });
 
+  // Why the launcher shows no instance, if it says why (an error, or notes).
+  const unexplained = () =>
+    instances.error === null && instances.notes.length === 0;
+  const statusLabel = () =>
+    instances.error !== null
+      ? trans.__('Tool instances unavailable')
+      : trans.__('No tool instance to show');
+
   commands.addCommand(CommandIDs.refresh, {
     // On the launcher (args.launcher) this is the tile that says why no
     // instance is listed.
     label: args =>
-      args.launcher === true && instances.error !== null
-        ? trans.__('Tool instances unavailable')
+      args.launcher === true && !unexplained()
+        ? statusLabel()
         : trans.__('Refresh Tool Instances'),
-    caption: args =>
-      args.launcher === true && instances.error !== null
-        ? trans.__('%1 Click to try again.', instances.error)
-        : trans.__('Refresh the launcher tiles of your tool instances'),
+    caption: args => {
+      if (args.launcher !== true || unexplained()) {
+        return trans.__('Refresh the launcher tiles of your tool instances');
+      }
+      const why = [instances.error ?? '', notesSummary(instances.notes)];
+      return trans.__('%1 Click for details.', why.join(' ').trim());
+    },
     icon: args =>
       args.launcher === true
         ? refreshIcon.bindprops({ className: STOPPED_CLASS })
@@ -368,10 +412,10 @@ export function addCommands(
     describedBy: noArgs,
     execute: async args => {
       await instances.refresh();
-      if (args.launcher === true && instances.error !== null) {
+      if (args.launcher === true && !unexplained()) {
         await showDialog({
-          title: trans.__('Tool instances unavailable'),
-          body: instances.error,
+          title: statusLabel(),
+          body: notesBody(instances.error, instances.notes, trans),
           buttons: [Dialog.okButton({ label: trans.__('OK') })]
         });
       }
@@ -402,27 +446,37 @@ export interface ICommandOptions {
 
 /**
  * Set a panel's tab title: the instance's display name first (readable in a
- * narrow tab), the rest in the tooltip.
+ * narrow tab), numbered when several panels show the same instance, the
+ * rest in the tooltip.
  *
  * @param widget - The panel.
- * @param info - The listed instance, if known.
+ * @param info - The instance as last listed, if known.
  * @param trans - The translation bundle.
+ * @param number - The panel's number among those of its instance, or `null`
+ *   when it is the only one.
  */
 export function setTitle(
   widget: MainAreaWidget<ToolTerminalPanel>,
   info: IToolInstance | undefined,
-  trans: TranslationBundle
+  trans: TranslationBundle,
+  number: number | null = null
 ): void {
   const id = widget.content.instanceId;
-  widget.title.label = info?.display_name ?? id;
-  widget.title.caption =
+  const name = info?.display_name ?? id;
+  widget.title.label =
+    number === null ? name : trans.__('%1 (%2)', name, number);
+  const where =
     info === undefined
-      ? trans.__('Terminal in tool instance %1', id)
+      ? trans.__('tool instance %1', id)
       : trans.__(
-          'Terminal in tool instance %1 (%2, %3)',
+          'tool instance %1 (%2, %3)',
           id,
           info.display_name,
           info.status
         );
+  widget.title.caption =
+    number === null
+      ? trans.__('Terminal in %1', where)
+      : trans.__('Terminal %1 in %2', number, where);
   widget.title.icon = toolIcon(info?.tool ?? '', info?.icon);
 }

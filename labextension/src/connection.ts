@@ -89,9 +89,12 @@ export function neutralizeBracketedPaste(data: string): string {
  * JupyterLab's own terminal widget (`@jupyterlab/terminal`) can render it,
  * against `/tool-terminal/websocket/{session_id}`.
  *
- * Besides the `stdout` and `disconnect` messages the widget understands, the
- * server sends `exit` (the shell's exit code) and `error` (a message the user
- * must read): they are emitted on {@link exited} and {@link errorReceived}.
+ * The widget is given only `stdout` messages. The server's `exit` (the
+ * shell's exit code), `error` (a message the user must read) and
+ * `disconnect` (the session is over) are emitted on {@link exited},
+ * {@link errorReceived} and {@link ended}: the panel says how a session
+ * ended in its own bar, and the widget's "[Finished… Term Session]" line
+ * would say it a second time.
  *
  * One connection stays with one panel: when its session ends,
  * {@link startNewSession} replaces it with a new session in the same tool
@@ -117,6 +120,14 @@ export class ToolTerminalConnection implements Terminal.ITerminalConnection {
    */
   get messageReceived(): ISignal<this, Terminal.IMessage> {
     return this._messageReceived;
+  }
+
+  /**
+   * A signal emitted when the server says the session is over (its
+   * `disconnect` message).
+   */
+  get ended(): ISignal<this, void> {
+    return this._endedSignal;
   }
 
   /**
@@ -474,7 +485,7 @@ export class ToolTerminalConnection implements Terminal.ITerminalConnection {
       case 'disconnect':
         this._ended = true;
         this._pending = [];
-        this._messageReceived.emit({ type: 'disconnect', content: [1] });
+        this._endedSignal.emit();
         break;
       default:
         // Unknown message types are ignored, as the protocol says.
@@ -583,6 +594,7 @@ export class ToolTerminalConnection implements Terminal.ITerminalConnection {
   private _reconnectAttempt = 0;
   private _reconnectTimer: ReturnType<typeof setTimeout> | null = null;
   private _messageReceived = new Signal<this, Terminal.IMessage>(this);
+  private _endedSignal = new Signal<this, void>(this);
   private _connectionStatusChanged = new Signal<
     this,
     Terminal.ConnectionStatus

@@ -8,8 +8,8 @@ import { Poll } from '@lumino/polling';
 import type { ISignal } from '@lumino/signaling';
 import { Signal } from '@lumino/signaling';
 
-import { listInstances } from './api';
-import type { IToolInstance } from './tokens';
+import { listInstances, requestAPI } from './api';
+import type { ISetupNote, IToolInstance } from './tokens';
 import { EXTENSION_ID } from './tokens';
 
 /**
@@ -47,6 +47,15 @@ export class ToolInstances implements IDisposable {
    */
   get error(): string | null {
     return this._error;
+  }
+
+  /**
+   * What keeps tiles from showing, as the server says (no tool types
+   * configured, no usable engine, the extension disabled...): asked only
+   * while no instance is listed.
+   */
+  get notes(): ReadonlyArray<ISetupNote> {
+    return this._notes;
   }
 
   /**
@@ -96,10 +105,13 @@ export class ToolInstances implements IDisposable {
     } catch (reason) {
       error = ToolInstances.errorMessage(reason);
     }
-    const before = JSON.stringify([this._list, this._error]);
+    // Only an empty launcher section needs the reason why it is empty.
+    const notes = list.length === 0 ? await getNotes(this._serverSettings) : [];
+    const before = JSON.stringify([this._list, this._error, this._notes]);
     this._list = list;
     this._error = error;
-    if (!this.isDisposed && JSON.stringify([list, error]) !== before) {
+    this._notes = notes;
+    if (!this.isDisposed && JSON.stringify([list, error, notes]) !== before) {
       this._changed.emit();
     }
   }
@@ -108,6 +120,7 @@ export class ToolInstances implements IDisposable {
   private _poll: Poll;
   private _list: IToolInstance[] = [];
   private _error: string | null = null;
+  private _notes: ISetupNote[] = [];
   private _pending: Promise<void> | null = null;
   private _changed = new Signal<this, void>(this);
 }
@@ -152,6 +165,35 @@ export namespace ToolInstances {
     }
     return String(error);
   }
+}
+
+/**
+ * The server's setup notes (`GET /tool-terminal/api/status`); none when it
+ * cannot say (an older server, the network).
+ *
+ * @param serverSettings - The server settings.
+ */
+export async function getNotes(
+  serverSettings: ServerConnection.ISettings
+): Promise<ISetupNote[]> {
+  let data: unknown;
+  try {
+    data = await requestAPI<unknown>('status', serverSettings);
+  } catch {
+    return [];
+  }
+  const notes = (data as { notes?: unknown } | null)?.notes;
+  if (!Array.isArray(notes)) {
+    return [];
+  }
+  return notes.filter(
+    (note): note is ISetupNote =>
+      typeof note === 'object' &&
+      note !== null &&
+      typeof note.kind === 'string' &&
+      typeof note.message === 'string' &&
+      typeof note.help === 'string'
+  );
 }
 
 /**

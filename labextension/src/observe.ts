@@ -217,11 +217,7 @@ export function createObserverPanel(
     }
   };
   connection.errorReceived.connect((_, message) => ended(message));
-  connection.messageReceived.connect((_, message) => {
-    if (message.type === 'disconnect') {
-      ended(trans.__('The session is over.'));
-    }
-  });
+  connection.ended.connect(() => ended(trans.__('The session is over.')));
   connection.connectionLost.connect(() =>
     ended(trans.__('The connection to the shared terminal was lost.'))
   );

@@ -122,6 +122,14 @@ export class ToolTerminalPanel extends Panel {
   }
 
   /**
+   * A signal emitted when the panel's session is over (its shell ended, it
+   * was killed or its instance stopped).
+   */
+  get sessionEnded(): ISignal<this, void> {
+    return this._sessionEnded;
+  }
+
+  /**
    * Open the panel's session: reattach to the session given at construction
    * (a panel restored after a reload) or start a new one.
    *
@@ -290,7 +298,7 @@ export class ToolTerminalPanel extends Panel {
     connection.connectionLost.connect(this._onLost, this);
     connection.sessionChanged.connect(this._onSessionChanged, this);
     connection.connectionStatusChanged.connect(this._onStatusChanged, this);
-    connection.messageReceived.connect(this._onMessage, this);
+    connection.ended.connect(this._onEnded, this);
 
     const terminal = new Terminal(
       connection,
@@ -400,13 +408,8 @@ export class ToolTerminalPanel extends Panel {
    * Offer a new session once the session is over: after an exit, an error
    * (the server says why, then disconnects) or a kill.
    */
-  private _onMessage(
-    connection: ToolTerminalConnection,
-    msg: { type: string }
-  ): void {
-    if (msg.type !== 'disconnect') {
-      return;
-    }
+  private _onEnded(): void {
+    this._sessionEnded.emit();
     if (this._status.isHidden) {
       this._showStatus(this._trans.__('The session is over.'), true);
     } else {
@@ -514,6 +517,7 @@ export class ToolTerminalPanel extends Panel {
   private _message: HTMLSpanElement;
   private _restartButton: HTMLButtonElement;
   private _sessionChanged = new Signal<this, ISessionModel>(this);
+  private _sessionEnded = new Signal<this, void>(this);
 }
 
 /**

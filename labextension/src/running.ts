@@ -1,6 +1,7 @@
 // Copyright (c) jupyter-tool-terminal developers.
 // Distributed under the terms of the Modified BSD License.
 
+import type { MainAreaWidget } from '@jupyterlab/apputils';
 import type { IRunningSessions } from '@jupyterlab/running';
 import type { ServerConnection } from '@jupyterlab/services';
 import type { TranslationBundle } from '@jupyterlab/translation';
@@ -14,6 +15,7 @@ import { deleteSession, listSessions } from './api';
 import { toolIcon } from './icons';
 import type { ToolInstances } from './instances';
 import { listPoll } from './instances';
+import type { ToolTerminalPanel } from './panel';
 import type { ISessionModel, IToolTerminalTracker } from './tokens';
 import { CommandIDs } from './tokens';
 
@@ -41,9 +43,10 @@ export class RunningToolTerminals
       'Are you sure you want to permanently shut down all running tool terminals?'
     );
     this._poll = listPoll('sessions', () => this.refresh(), options);
-    // Panels opening and closing change the list at once.
-    this._tracker.widgetAdded.connect(this._refreshSoon, this);
-    this._tracker.currentChanged.connect(this._refreshSoon, this);
+    // A panel's session starting, ending or being closed changes the list
+    // at once: the list follows it then, not at the next poll.
+    this._tracker.widgetAdded.connect(this._follow, this);
+    this._tracker.forEach(widget => this._follow(this._tracker, widget));
   }
 
   /**
@@ -145,10 +148,34 @@ export class RunningToolTerminals
   }
 
   /**
-   * Shut down every session of the user.
+   * Shut down every session of the user: those the server lists now (not
+   * the list last shown, which may be seconds old), and every open panel's.
    */
   async shutdownAll(): Promise<void> {
-    await Promise.all(this._sessions.map(session => this.shutdown(session)));
+    let sessions: ISessionModel[];
+    try {
+      sessions = await listSessions(this._serverSettings);
+    } catch {
+      sessions = [...this._sessions];
+    }
+    const listed = new Set(sessions.map(session => session.id));
+    const panels: Promise<void>[] = [];
+    this._tracker.forEach(widget => {
+      const id = widget.content.sessionId;
+      if (id === null || !listed.has(id)) {
+        panels.push(
+          widget.content
+            .closeSession()
+            .catch(() => undefined)
+            .then(() => widget.dispose())
+        );
+      }
+    });
+    await Promise.all([
+      ...sessions.map(session => this.shutdown(session)),
+      ...panels
+    ]);
+    await this.refresh();
   }
 
   /**
@@ -168,6 +195,14 @@ export class RunningToolTerminals
     } catch {
       return;
     }
+    // A closed panel's DELETE may still be on its way: not listed again.
+    const listed = new Set(sessions.map(session => session.id));
+    for (const id of Array.from(this._closing)) {
+      if (!listed.has(id)) {
+        this._closing.delete(id);
+      }
+    }
+    sessions = sessions.filter(session => !this._closing.has(session.id));
     if (JSON.stringify(sessions) !== JSON.stringify(this._sessions)) {
       this._sessions = sessions;
       if (!this.isDisposed) {
@@ -187,8 +222,38 @@ export class RunningToolTerminals
     Signal.clearData(this);
   }
 
+  /**
+   * Follow a panel: its session starting or ending, and its closing (which
+   * kills the session) refresh the list.
+   */
+  private _follow(
+    _: IToolTerminalTracker,
+    widget: MainAreaWidget<ToolTerminalPanel>
+  ): void {
+    const panel = widget.content;
+    // The tracker announces a panel once the workspace saved it, which may be
+    // after its session started: the list is asked for now as well.
+    this._refreshSoon();
+    panel.sessionChanged.connect(this._refreshSoon, this);
+    panel.sessionEnded.connect(this._refreshSoon, this);
+    widget.disposed.connect(() => {
+      const id = panel.sessionId;
+      if (id !== null && !this.isDisposed) {
+        this._closing.add(id);
+        const kept = this._sessions.filter(session => session.id !== id);
+        if (kept.length !== this._sessions.length) {
+          this._sessions = kept;
+          this._runningChanged.emit();
+        }
+      }
+      this._refreshSoon();
+    });
+  }
+
   private _refreshSoon(): void {
-    void this._poll.refresh();
+    if (!this.isDisposed) {
+      void this._poll.refresh();
+    }
   }
 
   private _serverSettings: ServerConnection.ISettings;
@@ -198,6 +263,7 @@ export class RunningToolTerminals
   private _trans: TranslationBundle;
   private _poll: Poll;
   private _sessions: ISessionModel[] = [];
+  private _closing = new Set<string>();
   private _runningChanged = new Signal<this, void>(this);
 }
 

@@ -35,7 +35,8 @@ export class LauncherTiles implements IDisposable {
 
   /**
    * The keys of the tiles shown, in order (instance ids, or `''` for the
-   * tile that says why there are none).
+   * tile that says why there are none: the instances cannot be listed, or
+   * the server says why it has none to show).
    */
   get keys(): string[] {
     return Array.from(this._tiles.keys());
@@ -57,39 +58,51 @@ export class LauncherTiles implements IDisposable {
     if (this._isDisposed) {
       return;
     }
-    const wanted = new Map<string, ILauncher.IItemOptions>();
-    const error = this._instances.error;
-    if (error !== null) {
+    // Each tile with what it shows: the launcher renders a tile's label,
+    // icon and tooltip only when its items change, so a tile whose instance
+    // changed state (or whose reason changed) is replaced.
+    const wanted = new Map<
+      string,
+      { item: ILauncher.IItemOptions; shows: unknown }
+    >();
+    const { error, list, notes } = this._instances;
+    if (error !== null || (list.length === 0 && notes.length > 0)) {
       wanted.set(STATUS_KEY, {
-        command: CommandIDs.refresh,
-        args: { launcher: true },
-        category: this._category,
-        categoryRank: CATEGORY_RANK,
-        rank: 0
-      });
-    } else {
-      this._instances.list.forEach((instance, rank) => {
-        wanted.set(instance.id, {
-          command: CommandIDs.open,
-          args: { instance: instance.id },
+        item: {
+          command: CommandIDs.refresh,
+          args: { launcher: true },
           category: this._category,
           categoryRank: CATEGORY_RANK,
-          rank
+          rank: 0
+        },
+        shows: [error, notes]
+      });
+    } else {
+      list.forEach((instance, rank) => {
+        wanted.set(instance.id, {
+          item: {
+            command: CommandIDs.open,
+            args: { instance: instance.id },
+            category: this._category,
+            categoryRank: CATEGORY_RANK,
+            rank
+          },
+          shows: instance
         });
       });
     }
     for (const [key, known] of Array.from(this._tiles.entries())) {
-      const item = wanted.get(key);
-      if (item === undefined || JSON.stringify(item) !== known.item) {
+      const tile = wanted.get(key);
+      if (tile === undefined || JSON.stringify(tile) !== known.item) {
         known.tile.dispose();
         this._tiles.delete(key);
       }
     }
-    for (const [key, item] of wanted) {
+    for (const [key, tile] of wanted) {
       if (!this._tiles.has(key)) {
         this._tiles.set(key, {
-          item: JSON.stringify(item),
-          tile: this._launcher.add(item)
+          item: JSON.stringify(tile),
+          tile: this._launcher.add(tile.item)
         });
       }
     }

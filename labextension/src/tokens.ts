@@ -93,6 +93,28 @@ export const IToolTerminalTracker = new Token<IToolTerminalTracker>(
 );
 
 /**
+ * Something that keeps the user from tool terminals, as
+ * `GET /tool-terminal/api/status` says it.
+ */
+export interface ISetupNote {
+  /**
+   * What it is about (`no-tool-types`, `engine`, `disabled`,
+   * `unknown-tool-types`...).
+   */
+  kind: string;
+
+  /**
+   * What is wrong or missing, for the user.
+   */
+  message: string;
+
+  /**
+   * The URL of the README section that explains the fix (may be empty).
+   */
+  help: string;
+}
+
+/**
  * A tool instance of the current user, as listed by
  * `GET /tool-terminal/api/instances`.
  */

@@ -83,7 +83,8 @@ describe('addCommands', () => {
     );
     const done = t.commands.execute(CommandIDs.open, { instance: 'pg-1' });
     await waitForDialog();
-    expect(t.dialogText()).toContain('is exited');
+    // Its state said once, not "(pg-1, exited) is exited".
+    expect(t.dialogText()).toContain('PostgreSQL (pg-1) is exited');
     await acceptDialog();
     await done;
     expect(t.added).toEqual([]);
@@ -117,6 +118,35 @@ describe('addCommands', () => {
       'instances'
     ]);
     widget.dispose();
+    t.instances.dispose();
+  });
+
+  it('numbers the tabs of panels on one instance, and keeps their names', async () => {
+    const t = await setUp([
+      { status: 200, body: [instanceModel('pg-1')] },
+      { status: 201, body: sessionModel('s1') },
+      { status: 201, body: sessionModel('s2') },
+      { status: 200, body: [] }
+    ]);
+    await t.instances.refresh();
+    const open = async () =>
+      (await t.commands.execute(CommandIDs.open, {
+        instance: 'pg-1'
+      })) as MainAreaWidget<ToolTerminalPanel>;
+    const first = await open();
+    expect(first.title.label).toBe('PostgreSQL');
+    const second = await open();
+    expect([first.title.label, second.title.label]).toEqual([
+      'PostgreSQL (1)',
+      'PostgreSQL (2)'
+    ]);
+    expect(second.title.caption).toContain('Terminal 2 in tool instance pg-1');
+    // The instance removed: the tabs keep its display name.
+    await t.instances.refresh();
+    expect(second.title.label).toBe('PostgreSQL (2)');
+    first.dispose();
+    expect(second.title.label).toBe('PostgreSQL');
+    second.dispose();
     t.instances.dispose();
   });
 

@@ -4,6 +4,7 @@
 import type { ILauncher } from '@jupyterlab/launcher';
 import { nullTranslator } from '@jupyterlab/translation';
 import { CommandRegistry } from '@lumino/commands';
+import { Signal } from '@lumino/signaling';
 
 import { getSession, listSessions } from '../api';
 import { instanceLabel, ToolInstances } from '../instances';
@@ -17,6 +18,15 @@ import { instanceModel, makeSettings, pathOf, sessionModel } from './helpers';
 
 const trans = nullTranslator.load('jupyter-tool-terminal');
 const CATEGORY = trans.__('Tool Terminals');
+
+/**
+ * A setup note as `GET /tool-terminal/api/status` sends it.
+ */
+const NOTE = {
+  kind: 'no-tool-types',
+  message: 'No tool types are configured on this server.',
+  help: 'https://example.org/readme#tool-instances-and-tool-types'
+};
 
 /**
  * Tiles on a recording launcher, following an instance model that gets
@@ -150,7 +160,26 @@ describe('ToolInstances', () => {
   it('shares one request between concurrent refreshes', async () => {
     const t = makeInstances([{ status: 200, body: [] }]);
     await Promise.all([t.instances.refresh(), t.instances.refresh()]);
-    expect(t.requests).toHaveLength(1);
+    expect(t.requests.map(pathOf)).toEqual([
+      '/user/alice/tool-terminal/api/instances',
+      // An empty list: the server says why (GET status).
+      '/user/alice/tool-terminal/api/status'
+    ]);
+    t.instances.dispose();
+  });
+
+  it('asks the server why when it lists no instance, and only then', async () => {
+    const note = NOTE;
+    const t = makeInstances([
+      { status: 200, body: [] },
+      { status: 200, body: { runtime: 'docker', notes: [note, { kind: 1 }] } },
+      { status: 200, body: [instanceModel('a')] }
+    ]);
+    await t.instances.refresh();
+    expect(t.instances.notes).toEqual([note]);
+    await t.instances.refresh();
+    expect(t.instances.notes).toEqual([]);
+    expect(t.requests).toHaveLength(3);
     t.instances.dispose();
   });
 
@@ -212,6 +241,7 @@ describe('LauncherTiles', () => {
     const { launcher, tiles, ...t } = makeTiles([
       { status: 200, body: [instanceModel('a')] },
       { status: 503, body: { message: 'The engine is down.' } },
+      { status: 200, body: { notes: [] } },
       { status: 200, body: [instanceModel('a')] }
     ]);
     await t.instances.refresh();
@@ -227,12 +257,52 @@ describe('LauncherTiles', () => {
   });
 });
 
+describe('LauncherTiles: state and reasons', () => {
+  it('replaces a tile when its instance changes state, so the launcher shows it', async () => {
+    const { launcher, tiles, ...t } = makeTiles([
+      { status: 200, body: [instanceModel('a'), instanceModel('b')] },
+      { status: 200, body: [instanceModel('a', 'exited'), instanceModel('b')] },
+      { status: 200, body: [instanceModel('a'), instanceModel('b')] }
+    ]);
+    await t.instances.refresh();
+    const [a, b] = launcher.items;
+    await t.instances.refresh();
+    expect(launcher.items).toContain(b);
+    expect(launcher.items).not.toContain(a);
+    const exited = launcher.items.find(item => item !== b);
+    await t.instances.refresh();
+    expect(launcher.items).toContain(b);
+    expect(launcher.items).not.toContain(exited);
+    expect(tiles.keys.sort()).toEqual(['a', 'b']);
+    tiles.dispose();
+    t.instances.dispose();
+  });
+
+  it('shows a tile that says why when the server lists none and says why', async () => {
+    const note = { ...NOTE, help: '' };
+    const { launcher, tiles, ...t } = makeTiles([
+      { status: 200, body: [] },
+      { status: 200, body: { notes: [note] } },
+      { status: 200, body: [] },
+      { status: 200, body: { notes: [] } }
+    ]);
+    await t.instances.refresh();
+    expect(tiles.keys).toEqual(['']);
+    expect(launcher.items[0].command).toBe(CommandIDs.refresh);
+    await t.instances.refresh();
+    expect(tiles.keys).toEqual([]);
+    tiles.dispose();
+    t.instances.dispose();
+  });
+});
+
 describe('RunningToolTerminals', () => {
   function makeRunning(answers: IFakeAnswer[]) {
     const made = makeSettings(answers);
     const panels: { content: { sessionId: string } }[] = [];
     const tracker = {
       find: (fn: (w: unknown) => boolean) => panels.find(fn),
+      forEach: () => undefined,
       widgetAdded: { connect: () => true },
       currentChanged: { connect: () => true }
     } as unknown as IToolTerminalTracker;
@@ -303,6 +373,90 @@ describe('RunningToolTerminals', () => {
       'GET /user/alice/tool-terminal/api/sessions'
     ]);
     expect(t.running.sessions).toEqual([]);
+    t.running.dispose();
+    t.instances.dispose();
+  });
+
+  it('lists again when a panel starts or ends its session, or closes', async () => {
+    const made = makeSettings([
+      { status: 200, body: [] },
+      { status: 200, body: [sessionModel('s1')] },
+      { status: 200, body: [sessionModel('s1')] },
+      { status: 200, body: [sessionModel('s1')] }
+    ]);
+    const widgetAdded = new Signal<unknown, unknown>({});
+    const tracker = {
+      find: () => undefined,
+      forEach: () => undefined,
+      widgetAdded
+    } as unknown as IToolTerminalTracker;
+    const instances = new ToolInstances({
+      serverSettings: made.settings,
+      auto: false
+    });
+    const running = new RunningToolTerminals({
+      serverSettings: made.settings,
+      tracker,
+      instances,
+      commands: new CommandRegistry(),
+      trans,
+      auto: false
+    });
+    await running.refresh();
+    const content = {
+      sessionId: 's1',
+      sessionChanged: new Signal<unknown, unknown>({}),
+      sessionEnded: new Signal<unknown, unknown>({})
+    };
+    const disposed = new Signal<unknown, unknown>({});
+    widgetAdded.emit({ content, disposed });
+    const listed = () =>
+      new Promise<void>(resolve =>
+        running.runningChanged.connect(function once() {
+          running.runningChanged.disconnect(once);
+          resolve();
+        })
+      );
+    let change = listed();
+    content.sessionChanged.emit(sessionModel('s1'));
+    await change;
+    expect(running.sessions.map(s => s.id)).toEqual(['s1']);
+    // Closed: gone from the list at once, and not listed again while its
+    // DELETE is on its way.
+    change = listed();
+    disposed.emit(undefined);
+    await change;
+    expect(running.sessions).toEqual([]);
+    await running.refresh();
+    expect(running.sessions).toEqual([]);
+    running.dispose();
+    instances.dispose();
+  });
+
+  it('shuts down every session the server lists now, not the list last shown', async () => {
+    const t = makeRunning([
+      { status: 200, body: [sessionModel('s1')] },
+      // Opened since: the server lists three.
+      {
+        status: 200,
+        body: [sessionModel('s1'), sessionModel('s2'), sessionModel('s3')]
+      },
+      { status: 204 },
+      { status: 204 },
+      { status: 204 },
+      { status: 200, body: [] }
+    ]);
+    await t.running.refresh();
+    await t.running.shutdownAll();
+    const deleted = t.requests
+      .filter(r => r.method === 'DELETE')
+      .map(pathOf)
+      .sort();
+    expect(deleted).toEqual([
+      '/user/alice/tool-terminal/api/sessions/s1',
+      '/user/alice/tool-terminal/api/sessions/s2',
+      '/user/alice/tool-terminal/api/sessions/s3'
+    ]);
     t.running.dispose();
     t.instances.dispose();
   });
