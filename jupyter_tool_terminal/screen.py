@@ -570,6 +570,8 @@ class ScreenModel:
             min(cols, MAX_MODEL_COLS), min(rows, MAX_MODEL_ROWS), scrollback_lines
         )
         self._stream = pyte.Stream(self._screen)
+        #: The terminal's size as last told (the model's own is at most the largest model).
+        self.size = (rows, cols)
         self._lookback = max(lookback, 1)
         self._queue: collections.deque[str | tuple[int, int]] = collections.deque()
         self._queued = 0
@@ -603,6 +605,7 @@ class ScreenModel:
 
     def resize(self, rows: int, cols: int) -> None:
         """The terminal's size changed (queued: output before it was for the old size)."""
+        self.size = (rows, cols)
         self._queue.append((min(rows, MAX_MODEL_ROWS), min(cols, MAX_MODEL_COLS)))
         if not self.closed:
             _scheduler().want(self)

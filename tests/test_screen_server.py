@@ -11,7 +11,10 @@ import tarfile
 import time
 import typing as t
 
-from .conftest import Api, InstanceFactory
+from jupyter_tool_terminal.app import ToolTerminalApp
+
+from . import reference_terminal
+from .conftest import Api, InstanceFactory, wait_until
 from .terminal_client import TerminalClient
 
 #: The largest model (rows, columns).
@@ -114,3 +117,58 @@ async def test_four_colour_floods_leave_another_users_echo_alone(
     print(summary)
     assert loaded_p99 < 0.050, summary
     assert loaded_p99 < 4 * max(quiet_p99, 0.002), summary
+
+
+def _stdout(term: TerminalClient, start: int = 0, end: int | None = None) -> str:
+    return "".join(frame[1] for frame in term.frames[start:end] if frame[0] == "stdout")
+
+
+async def test_a_client_attaching_after_resizes_sees_what_the_terminal_shows(
+    alice: Api, make_instance: InstanceFactory, tool_app: ToolTerminalApp
+) -> None:
+    """`seq 1 60`, the window made smaller and larger again, a command, a reload: the screen
+    and scrollback that come back are those of the browser's terminal (xterm.js) that saw the
+    same output and the same resizes. (pyte dropped the lines that a shrinking screen moves
+    into the scrollback, and showed blank rows where a growing one brings them back.)"""
+    container = make_instance()
+    model, term = await alice.terminal(container.name)
+    assert tool_app.session_manager is not None
+    session = tool_app.session_manager.sessions[model["id"]]
+    term.send("set_size", 24, 80)
+    await term.size_becomes("24 80")
+    await term.run("seq 1 60")
+    steps: list[reference_terminal.Step] = []
+    mark = 0
+    for rows, cols in ((10, 60), (24, 80)):
+        steps.append(("write", _stdout(term, mark)))
+        mark = len(term.frames)
+        steps.append(("resize", rows, cols))
+        term.send("set_size", rows, cols)
+
+        async def resized(size: tuple[int, int] = (rows, cols)) -> bool:
+            return session.screen.size == size
+
+        # The terminal is resized before anything is typed (the shell is idle meanwhile), so
+        # the reference resizes at this point of the stream.
+        await wait_until(resized)
+        await term.size_becomes(f"{rows} {cols}")
+    await term.run("echo typed after the resizes")
+    await term.expect(r"/ # ")  # the prompt after it
+    steps.append(("write", _stdout(term, mark)))
+
+    again = await alice.connect(model["id"])
+    (_, snapshot) = await again.expect_frame("stdout")
+    reference, replayed = await asyncio.to_thread(
+        reference_terminal.render, [(24, 80, steps), (24, 80, [("write", snapshot)])]
+    )
+    assert reference_terminal.screen_text(replayed) == reference_terminal.screen_text(reference)
+    assert replayed["cursor"] == reference["cursor"]
+    history = reference_terminal.all_text(reference)
+    assert (
+        reference_terminal.all_text(replayed)
+        == history[-len(reference_terminal.all_text(replayed)) :]
+    )
+    assert [str(n) for n in range(1, 61)] == [line for line in history if line.isdigit()]
+    assert [str(n) for n in range(1, 61)] == [
+        line for line in reference_terminal.all_text(replayed) if line.isdigit()
+    ]
