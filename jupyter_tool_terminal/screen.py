@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import copy
 import functools
 import re
 import time
@@ -98,6 +99,13 @@ _INVISIBLE = dict.fromkeys(
 #: without bound.
 MAX_CELL_CHARS = 8
 _HEX_COLOUR = re.compile(r"^[0-9a-fA-F]{6}$")
+#: The 256-colour palette's colours (16-255) by pyte's hex value: pyte turns ``38;5;n`` into
+#: RGB, and a terminal whose palette differs (a theme) must see the index again.
+_PALETTE = {value: index for index, value in reversed(list(enumerate(graphics.FG_BG_256)))}
+#: Which character set a pyte map is (by identity), for ``ESC ( <code>``.
+_CHARSET_CODES = {id(table): code for code, table in pyte.charsets.MAPS.items()}
+#: Control characters, left out of a title written back.
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _DEFAULT_ATTRS = pyte.screens.Char(" ")[1:]
 #: Entries of the rendering caches (SGR sequences by attributes); past that they start again.
 _CACHE_SIZE = 4096
@@ -112,6 +120,9 @@ def _colour(value: str, codes: dict[str, int], extended: int) -> str:
     code = codes.get(value)
     if code is not None:
         return str(code)
+    index = _PALETTE.get(value)
+    if index is not None and index >= 16:
+        return f"{extended};5;{index}"
     if _HEX_COLOUR.match(value):
         red, green, blue = (int(value[i : i + 2], 16) for i in (0, 2, 4))
         return f"{extended};2;{red};{green};{blue}"
@@ -157,7 +168,7 @@ def render_cells(
         if x < columns and not (cell.data in " " and not cell.reverse and cell.bg == "default"):
             last = x
             break
-    blank_default = default[1:] == _DEFAULT_ATTRS
+    blank_default = default.data == " " and default[1:] == _DEFAULT_ATTRS
     if last < 0 and blank_default:
         return ""
     if last < 0:
@@ -378,8 +389,39 @@ class _ModelScreen(pyte.Screen):
         if cell is not None and len(cell.data) > MAX_CELL_CHARS:
             line[x] = cell._replace(data=cell.data[:MAX_CELL_CHARS])
 
+    #: The keypad sends application sequences (``ESC =``) rather than digits.
+    keypad_application_mode = False
+
+    def keypad_application(self) -> None:
+        """DECKPAM."""
+        self.keypad_application_mode = True
+
+    def keypad_numeric(self) -> None:
+        """DECKPNM."""
+        self.keypad_application_mode = False
+
     def alignment_display(self) -> None:
-        """Ignore DECALN (a screen of test ``E``\\ s): a stream of them costs a screen each."""
+        """DECALN (a screen of test ``E``\\ s), one line at a time: a line whose every cell,
+        written or not, is an ``E`` (pyte writes every cell)."""
+        self.margins = None
+        self.cursor_position()
+        letter = self.default_char._replace(data="E")
+        for y in range(self.lines):
+            self.buffer[y] = pyte.screens.StaticDefaultDict(letter)
+
+    def save_cursor(self) -> None:
+        """DECSC: one saved cursor, as in xterm (pyte keeps a stack of them, without bound)."""
+        super().save_cursor()
+        del self.savepoints[:-1]
+
+    def restore_cursor(self) -> None:
+        """DECRC: the saved cursor stays saved (it can be restored again, as in xterm)."""
+        if self.savepoints:
+            saved = self.savepoints[-1]
+            kept = saved._replace(cursor=copy.copy(saved.cursor))
+            super().restore_cursor()
+            self.cursor = copy.copy(self.cursor)
+            self.savepoints.append(kept)
 
     def resize(self, lines: int | None = None, columns: int | None = None) -> None:
         """Resize at once (see :meth:`resize_job`)."""
@@ -554,6 +596,17 @@ def _scheduler() -> _Scheduler:
     return scheduler
 
 
+class _ModelStream(pyte.Stream):
+    """pyte's parser, also dispatching the keypad modes (``ESC =``, ``ESC >``: set by vim, less,
+    top, htop and tmux), which pyte ignores."""
+
+    escape = {  # noqa: RUF012 - pyte's interface: the class's table of escapes
+        **pyte.Stream.escape,
+        "=": "keypad_application",
+        ">": "keypad_numeric",
+    }
+
+
 class ScreenModel:
     """What one terminal shows: fed its output cheaply, rendered for a client that attaches.
 
@@ -569,7 +622,11 @@ class ScreenModel:
         self._screen = _ModelScreen(
             min(cols, MAX_MODEL_COLS), min(rows, MAX_MODEL_ROWS), scrollback_lines
         )
-        self._stream = pyte.Stream(self._screen)
+        self._stream = _ModelStream(self._screen)
+        # pyte honours the character set designations (DEC line drawing: ``ESC ( 0``) only
+        # outside its UTF-8 mode; the text it is fed is decoded already, so that mode only
+        # decides this.
+        self._stream.use_utf8 = False
         #: The terminal's size as last told (the model's own is at most the largest model).
         self.size = (rows, cols)
         self._lookback = max(lookback, 1)
@@ -830,7 +887,24 @@ class ScreenModel:
 
     def _render_state(self) -> str:
         screen = self._screen
+        columns = screen.columns
         out = []
+        if screen.savepoints:
+            # The saved cursor (DECSC) and its pen, saved again where it was.
+            saved = screen.savepoints[-1].cursor
+            out.append(f"\x1b[{saved.y + 1};{min(saved.x, columns - 1) + 1}H")
+            out.append(f"{sgr(saved.attrs[1:])}\x1b7\x1b[0m")
+        title = _CONTROLS.sub("", screen.title)
+        if title:
+            out.append(f"\x1b]2;{title}\x07")
+        for designate, charset in (("(", screen.g0_charset), (")", screen.g1_charset)):
+            code = _CHARSET_CODES.get(id(charset), "B")
+            if code != "B":
+                out.append(f"\x1b{designate}{code}")
+        if screen.charset:
+            out.append("\x0e")  # SO: G1 is in use
+        if screen.keypad_application_mode:
+            out.append("\x1b=")
         if screen.margins is not None:
             out.append(f"\x1b[{screen.margins.top + 1};{screen.margins.bottom + 1}r")
         for mode in sorted(screen.mode):
@@ -840,7 +914,20 @@ class ScreenModel:
                 out.append(f"\x1b[{mode}h")
         if modes.DECAWM not in screen.mode:
             out.append("\x1b[?7l")
-        out.append(f"\x1b[{screen.cursor.y + 1};{min(screen.cursor.x, screen.columns - 1) + 1}H")
+        # With origin mode on, rows count from the scroll region's top.
+        top = screen.margins.top if screen.margins and modes.DECOM in screen.mode else 0
+        row = screen.cursor.y - top + 1
+        if screen.cursor.x >= columns and modes.DECAWM in screen.mode:
+            # Pending wrap (a character was written in the last column): written again, the
+            # last cell leaves the terminal in the same state, so the next character wraps.
+            line = screen.buffer[screen.cursor.y]
+            x = columns - 1
+            if not line[x].data and x > 0:
+                x -= 1  # the second half of a wide character
+            cell = line[x]
+            out.append(f"\x1b[{row};{x + 1}H{sgr(cell[1:])}{cell.data or ' '}\x1b[0m")
+        else:
+            out.append(f"\x1b[{row};{min(screen.cursor.x, columns - 1) + 1}H")
         if screen.cursor.attrs[1:] != _DEFAULT_ATTRS:
             out.append(sgr(screen.cursor.attrs[1:]))
         if screen.cursor.hidden or modes.DECTCEM not in screen.mode:
