@@ -29,18 +29,9 @@ from pyghostty import ffi, lib
 from jupyter_tool_terminal import screen as model
 from jupyter_tool_terminal.screen import ScreenModel
 from tests import reference_terminal
+from tests.screen_streams import colour_line
 
 ROWS, COLS = 150, 400
-
-
-def colour_line(index: int, columns: int) -> str:
-    """A line whose two colours change at every cell."""
-    cells = []
-    for x in range(columns):
-        value = (index * 7919 + x * 104729) % (1 << 24)
-        red, green, blue = value >> 16, (value >> 8) & 255, value & 255
-        cells.append(f"\x1b[38;2;{red};{green};{blue};48;2;{blue};{red};{green}m{chr(65 + x % 26)}")
-    return "".join(cells) + "\x1b[0m\r\n"
 
 
 PLAIN = "".join(f"line {n} of some ordinary output, a shell's\r\n" for n in range(40000))

@@ -15,23 +15,11 @@ from jupyter_tool_terminal.app import ToolTerminalApp
 
 from . import reference_terminal
 from .conftest import Api, InstanceFactory, wait_until
+from .screen_streams import colour_line
 from .terminal_client import TerminalClient
 
 #: The largest model (rows, columns).
 LARGE = (150, 400)
-
-
-def _colour_line(index: int, columns: int) -> str:
-    """A line whose foreground and background colours change at every cell (what costs an
-    emulator most per byte, and makes every rendered scrollback line as long as it gets)."""
-    cells = []
-    for x in range(columns):
-        value = (index * 7919 + x * 104729) % (1 << 24)
-        red, green, blue = value >> 16, (value >> 8) & 255, value & 255
-        cells.append(
-            f"\x1b[38;2;{red};{green};{blue};48;2;{blue};{red};{green}m{chr(0x41 + x % 26)}"
-        )
-    return "".join(cells) + "\x1b[0m\r\n"
 
 
 def _put_file(container: t.Any, path: str, data: bytes) -> None:
@@ -77,9 +65,9 @@ async def test_four_colour_floods_leave_another_users_echo_alone(
     work); bob's echo in his own terminal must not notice (p99 under 4x its quiet value and
     under 50 ms)."""
     hers, his = make_instance(owner="alice"), make_instance(owner="bob")
-    piece = "".join(_colour_line(index, LARGE[1]) for index in range(4)).encode()
+    piece = "".join(colour_line(index, LARGE[1]) for index in range(4)).encode()
     assert 40_000 < len(piece) < 56_000, len(piece)
-    screenful = "".join(_colour_line(index, LARGE[1]) for index in range(LARGE[0])).encode()
+    screenful = "".join(colour_line(index, LARGE[1]) for index in range(LARGE[0])).encode()
     await asyncio.to_thread(_put_file, hers, "/tmp/piece", piece)
     await asyncio.to_thread(_put_file, hers, "/tmp/screenful", screenful)
 
