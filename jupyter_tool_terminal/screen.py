@@ -44,7 +44,7 @@ SLICE = 128
 #: Cells rendered in one unit of work.
 RENDER_CHUNK = 32
 #: The longest step (seconds) the scheduler gives one model before the event loop runs again.
-STEP_TIME = 0.002
+STEP_TIME = 0.001
 #: The share of the event loop's time all the models of a process take together, at most;
 #: more while a client waits for a screen (a reload, an observer).
 MODELS_DUTY = 0.3
