@@ -261,19 +261,24 @@ async def test_the_largest_model_stays_within_its_documented_worst_case() -> Non
     assert used < 44, used
 
 
+async def _caught_up(model: ScreenModel) -> str:
+    """The snapshot once the model has worked off all its queued output."""
+    snapshot = await model.snapshot()
+    while model.queued:
+        snapshot = await model.snapshot()
+    return snapshot
+
+
 async def test_lines_scrolling_off_a_colourful_screen_never_hold_the_event_loop_10_ms() -> None:
     """Each line that scrolls off the top goes into the scrollback: rendered at once, a
     slice of 128 newlines rendered 128 such lines in one step (72-232 ms measured)."""
     model = _model(MAX_MODEL_ROWS, MAX_MODEL_COLS)
     for index in range(40):
         model.feed(colour_line(index, MAX_MODEL_COLS))
-    while model.queued:
-        await model.snapshot()
+    await _caught_up(model)
     with LoopWatch() as watch:
         model.feed("\n" * 5_000 + "after")
-        snapshot = await model.snapshot()
-        while model.queued:
-            snapshot = await model.snapshot()
+        snapshot = await _caught_up(model)
     assert watch.longest < 0.010, f"a step held the event loop {watch.longest * 1000:.1f} ms"
     assert "after" in model.screen.display[-1]
     assert model.screen.scrollback.chars <= 32 * 1024  # type: ignore[attr-defined]
