@@ -9,21 +9,29 @@ and a new client receives the emulator's current state rendered as ANSI that reb
 
 pyte is pure Python and much slower than the terminal stream (a flood runs at tens of MB/s), so
 output is never fed on the hot path: :meth:`ScreenModel.feed` only queues it (a bounded queue:
-of a flood only the last ``lookback`` characters matter for the final screen), and the queue is
-worked off in small time-boxed slices once the output pauses, or when a client attaches.
-Nothing the program writes can make the model grow without bound or hold the event loop:
-slices are short, parameters and unterminated escape sequences are bounded, and the
-operations of pyte that touch every cell of the screen for a few bytes of input are replaced
-by ones that cost one step per line.
+of a flood only the last ``lookback`` characters matter for the final screen). All the models
+of a process are worked off by one scheduler, in steps of at most ``STEP_TIME``, that together
+take at most ``MODELS_DUTY`` of the event loop's time, each model within its own CPU budget
+(``MODEL_CPU_SHARE``): one session's output cannot take another session's latency, however
+expensive it is to emulate. Every unit of work is small (a slice of output, a few dozen cells
+of a line rendered), so that no step overruns: lines that scroll off the screen are kept as
+they are and rendered later, newest first, only as far as the scrollback's character budget
+reaches. Nothing the program writes can make the model grow without bound either: parameters
+and unterminated escape sequences are bounded, the scrollback is bounded in rendered
+characters, and the operations of pyte that touch every cell of the screen for a few bytes of
+input are replaced by ones that cost one step per line.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import copy
+import functools
 import re
 import time
 import typing as t
+import weakref
 
 import pyte
 from pyte import graphics, modes
@@ -31,10 +39,20 @@ from pyte import graphics, modes
 #: The largest screen the model keeps; a larger terminal is modelled in its top-left part.
 MAX_MODEL_ROWS = 150
 MAX_MODEL_COLS = 400
-#: Characters fed to pyte in one step; the event loop gets control back between batches.
+#: Characters fed to pyte in one unit of work (the deadline is checked between units).
 SLICE = 128
-#: A batch of slices stops once it took this long (seconds).
-BATCH_TIME = 0.003
+#: Cells rendered in one unit of work.
+RENDER_CHUNK = 32
+#: The longest step (seconds) the scheduler gives one model before the event loop runs again.
+STEP_TIME = 0.001
+#: The share of the event loop's time all the models of a process take together, at most;
+#: more while a client waits for a screen (a reload, an observer).
+MODELS_DUTY = 0.3
+URGENT_DUTY = 1.0
+#: The CPU time (seconds per second) one model may take, and how much of it it may save up
+#: (so that a session that was quiet gets a client's screen ready at once).
+MODEL_CPU_SHARE = 0.25
+MODEL_CPU_BURST = 0.5
 #: Output must pause this long (seconds) before queued output is fed to the model.
 QUIET_TIME = 0.05
 #: How long (seconds) a snapshot may spend catching up with queued output; what is left then is
@@ -42,8 +60,12 @@ QUIET_TIME = 0.05
 CATCH_UP_TIME = 1.0
 #: An escape sequence longer than this (an endless title, a million parameters) is abandoned.
 MAX_SEQUENCE = 4096
-#: The snapshot's scrollback is cut (oldest lines first) to stay within this many characters.
-SNAPSHOT_SCROLLBACK_CHARS = 32 * 1024
+#: The scrollback keeps (and a snapshot sends) at most this many rendered characters of lines,
+#: the newest ones: a bound in characters, as a line of cells that each change colour renders
+#: to some 60 characters per cell.
+SCROLLBACK_CHARS = 32 * 1024
+#: (The former name of ``SCROLLBACK_CHARS``.)
+SNAPSHOT_SCROLLBACK_CHARS = SCROLLBACK_CHARS
 
 _ALT_SCREEN_MODES = {47, 1047, 1049}
 #: Private modes whose pyte implementation rewrites every cell (reverse video) or resizes the
@@ -77,13 +99,30 @@ _INVISIBLE = dict.fromkeys(
 #: without bound.
 MAX_CELL_CHARS = 8
 _HEX_COLOUR = re.compile(r"^[0-9a-fA-F]{6}$")
+#: The 256-colour palette's colours (16-255) by pyte's hex value: pyte turns ``38;5;n`` into
+#: RGB, and a terminal whose palette differs (a theme) must see the index again.
+_PALETTE = {value: index for index, value in reversed(list(enumerate(graphics.FG_BG_256)))}
+#: Which character set a pyte map is (by identity), for ``ESC ( <code>``.
+_CHARSET_CODES = {id(table): code for code, table in pyte.charsets.MAPS.items()}
+#: Control characters, left out of a title written back.
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _DEFAULT_ATTRS = pyte.screens.Char(" ")[1:]
+#: Entries of the rendering caches (SGR sequences by attributes); past that they start again.
+_CACHE_SIZE = 4096
+_sgr_cache: dict[tuple[t.Any, ...], str] = {}
+
+Line = pyte.screens.StaticDefaultDict[int, pyte.screens.Char]
+#: Work done in units: a generator yields between units and returns its result at the end.
+Job = t.Generator[None, None, t.Any]
 
 
 def _colour(value: str, codes: dict[str, int], extended: int) -> str:
     code = codes.get(value)
     if code is not None:
         return str(code)
+    index = _PALETTE.get(value)
+    if index is not None and index >= 16:
+        return f"{extended};5;{index}"
     if _HEX_COLOUR.match(value):
         red, green, blue = (int(value[i : i + 2], 16) for i in (0, 2, 4))
         return f"{extended};2;{red};{green};{blue}"
@@ -92,6 +131,9 @@ def _colour(value: str, codes: dict[str, int], extended: int) -> str:
 
 def sgr(attrs: tuple[t.Any, ...]) -> str:
     """The SGR sequence that sets exactly ``attrs`` (a pyte ``Char`` without its data)."""
+    cached = _sgr_cache.get(attrs)
+    if cached is not None:
+        return cached
     fg, bg, bold, italics, underscore, strikethrough, reverse, blink = attrs
     parts = ["0"]
     for flag, code in (
@@ -108,37 +150,79 @@ def sgr(attrs: tuple[t.Any, ...]) -> str:
         parts.append(_colour(fg, _FG_CODES, 38))
     if bg != "default":
         parts.append(_colour(bg, _BG_CODES, 48))
-    return "\x1b[" + ";".join(part for part in parts if part) + "m"
+    sequence = "\x1b[" + ";".join(part for part in parts if part) + "m"
+    if len(_sgr_cache) >= _CACHE_SIZE:
+        _sgr_cache.clear()
+    _sgr_cache[attrs] = sequence
+    return sequence
 
 
-def render_line(line: t.Mapping[int, t.Any], columns: int, default: t.Any) -> str:
-    """One screen line as text with SGR sequences; trailing blanks are left out."""
+def render_cells(
+    line: t.Mapping[int, t.Any], columns: int, default: t.Any, limit: int | None = None
+) -> Job:
+    """Render one screen line as text with SGR sequences (trailing blanks left out), yielding
+    every ``RENDER_CHUNK`` cells; the result is ``None`` once it is longer than ``limit``."""
     last = -1
     for x in sorted(line, reverse=True):
         cell = line[x]
         if x < columns and not (cell.data in " " and not cell.reverse and cell.bg == "default"):
             last = x
             break
-    blank_default = default[1:] == _DEFAULT_ATTRS
+    blank_default = default.data == " " and default[1:] == _DEFAULT_ATTRS
     if last < 0 and blank_default:
         return ""
     if last < 0:
         last = columns - 1
     out: list[str] = []
+    size = 0
     current = _DEFAULT_ATTRS
     get = line.get
-    for x in range(last + 1):
-        cell = get(x, default)
-        if not cell.data:
-            continue  # the second half of a wide character
-        attrs = cell[1:]
-        if attrs != current:
-            out.append(sgr(attrs))
-            current = attrs
-        out.append(cell.data)
+    for start in range(0, last + 1, RENDER_CHUNK):
+        for x in range(start, min(start + RENDER_CHUNK, last + 1)):
+            cell = get(x, default)
+            data = cell.data
+            if not data:
+                continue  # the second half of a wide character
+            attrs = cell[1:]
+            if attrs != current:
+                code = sgr(attrs)
+                out.append(code)
+                size += len(code)
+                current = attrs
+            out.append(data)
+            size += len(data)
+        if limit is not None and size > limit:
+            return None
+        yield
     if current != _DEFAULT_ATTRS:
         out.append("\x1b[0m")
     return "".join(out)
+
+
+def run(job: Job) -> t.Any:
+    """Do all of ``job`` at once; its result."""
+    while True:
+        try:
+            next(job)
+        except StopIteration as done:
+            return done.value
+
+
+def render_line(line: t.Mapping[int, t.Any], columns: int, default: t.Any) -> str:
+    """One screen line as text with SGR sequences; trailing blanks are left out."""
+    text: str = run(render_cells(line, columns, default))
+    return text
+
+
+def parse_line(text: str, columns: int) -> Job:
+    """The cells of a rendered line (``render_cells``' text), parsed in slices."""
+    scratch = pyte.Screen(columns, 1)
+    scratch.reset_mode(modes.DECAWM)  # a line rendered wider than the screen is cut, not wrapped
+    stream = pyte.Stream(scratch)
+    for start in range(0, len(text), SLICE):
+        stream.feed(text[start : start + SLICE])
+        yield
+    return scratch.buffer[0]
 
 
 #: How many distinct cells (a character and its attributes) are shared at most; past that the
@@ -154,12 +238,85 @@ def _share(cell: pyte.screens.Char) -> pyte.screens.Char:
     return _shared_cells.setdefault(cell, cell)
 
 
+class Scrollback:
+    """Lines scrolled off the top of the main screen, bounded in lines and rendered characters.
+
+    A line that leaves the screen is kept as it is (a reference: no work on the scroll path);
+    :meth:`settle` renders such lines later, in units, newest first and only as many as the
+    character budget keeps (of lines that each render to 15 K characters, two).
+    """
+
+    def __init__(self, max_lines: int, max_chars: int = SCROLLBACK_CHARS) -> None:
+        self.max_lines = max(max_lines, 0)
+        self.max_chars = max_chars
+        #: Rendered lines, oldest first, with their total length (each counted with its CRLF).
+        self.lines: collections.deque[str] = collections.deque()
+        self.chars = 0
+        #: Lines that left the screen since, not yet rendered: (cells, columns), oldest first.
+        self.raw: collections.deque[tuple[Line, int]] = collections.deque()
+
+    def push(self, line: Line, columns: int) -> None:
+        """A line left the screen (cheap: it is rendered by :meth:`settle`)."""
+        if not self.max_lines:
+            return
+        self.raw.append((line, columns))
+        if len(self.raw) > self.max_lines:
+            self.raw.popleft()
+
+    def clear(self) -> None:
+        """Forget every line (ED 3, a reset)."""
+        self.lines.clear()
+        self.raw.clear()
+        self.chars = 0
+
+    def settle(self) -> Job:
+        """Render the raw lines, newest first, until the budget is full; older ones are dropped.
+
+        The caller adds no line meanwhile (it feeds no output while lines are raw).
+        """
+        fresh: list[str] = []
+        room, count = self.max_chars, 0
+        while self.raw:
+            line, columns = self.raw[-1]
+            text = yield from render_cells(line, columns, line.default, limit=room - 2)
+            self.raw.pop()
+            if text is None:
+                break  # this line does not fit: older lines do not either
+            fresh.append(text)
+            room -= len(text) + 2
+            count += 1
+            if count >= self.max_lines or room <= 2:
+                break
+        if self.raw:
+            self.raw.clear()
+            self.lines.clear()
+            self.chars = 0
+        for text in reversed(fresh):
+            self.lines.append(text)
+            self.chars += len(text) + 2
+        while self.lines and (len(self.lines) > self.max_lines or self.chars > self.max_chars):
+            self.chars -= len(self.lines.popleft()) + 2
+
+    def pull(self, columns: int) -> Job:
+        """Take the newest line back (a terminal that grows shows it again): its cells, or
+        ``None`` if there is none."""
+        if self.raw:
+            line, _ = self.raw.pop()
+            for x in [x for x in line if x >= columns]:
+                del line[x]
+            return line
+        if not self.lines:
+            return None
+        text = self.lines.pop()
+        self.chars -= len(text) + 2
+        return (yield from parse_line(text, columns))
+
+
 class _ModelScreen(pyte.Screen):
     """A pyte screen with scrollback, an alternate screen, and bounded per-operation cost."""
 
     def __init__(self, columns: int, lines: int, scrollback_lines: int) -> None:
-        #: Lines scrolled off the top of the main screen, already rendered (compact).
-        self.scrollback: collections.deque[str] = collections.deque(maxlen=scrollback_lines)
+        self.scrollback = Scrollback(scrollback_lines)
         self.saved_main: tuple[t.Any, pyte.screens.Cursor] | None = None
         super().__init__(columns, lines)
 
@@ -194,12 +351,14 @@ class _ModelScreen(pyte.Screen):
             lambda: pyte.screens.StaticDefaultDict[int, pyte.screens.Char](self.default_char)
         )
 
+    def _new_line(self) -> Line:
+        return pyte.screens.StaticDefaultDict[int, pyte.screens.Char](self.default_char)
+
     def index(self) -> None:
-        """Scroll as pyte does, keeping the line that leaves the main screen."""
+        """Scroll as pyte does, keeping the line that leaves the main screen (unrendered)."""
         top, bottom = self.margins or pyte.screens.Margins(0, self.lines - 1)
         if self.cursor.y == bottom and top == 0 and not self.alternate:
-            line = self.buffer[0]
-            self.scrollback.append(render_line(line, self.columns, line.default))
+            self.scrollback.push(self.buffer[0], self.columns)
         super().index()
 
     def erase_in_display(self, how: int = 0, *args: t.Any, **kwargs: t.Any) -> None:
@@ -230,8 +389,112 @@ class _ModelScreen(pyte.Screen):
         if cell is not None and len(cell.data) > MAX_CELL_CHARS:
             line[x] = cell._replace(data=cell.data[:MAX_CELL_CHARS])
 
+    #: The keypad sends application sequences (``ESC =``) rather than digits.
+    keypad_application_mode = False
+
+    def keypad_application(self) -> None:
+        """DECKPAM."""
+        self.keypad_application_mode = True
+
+    def keypad_numeric(self) -> None:
+        """DECKPNM."""
+        self.keypad_application_mode = False
+
     def alignment_display(self) -> None:
-        """Ignore DECALN (a screen of test ``E``\\ s): a stream of them costs a screen each."""
+        """DECALN (a screen of test ``E``\\ s), one line at a time: a line whose every cell,
+        written or not, is an ``E`` (pyte writes every cell)."""
+        self.margins = None
+        self.cursor_position()
+        letter = self.default_char._replace(data="E")
+        for y in range(self.lines):
+            self.buffer[y] = pyte.screens.StaticDefaultDict(letter)
+
+    def save_cursor(self) -> None:
+        """DECSC: one saved cursor, as in xterm (pyte keeps a stack of them, without bound)."""
+        super().save_cursor()
+        del self.savepoints[:-1]
+
+    def restore_cursor(self) -> None:
+        """DECRC: the saved cursor stays saved (it can be restored again, as in xterm)."""
+        if self.savepoints:
+            saved = self.savepoints[-1]
+            kept = saved._replace(cursor=copy.copy(saved.cursor))
+            super().restore_cursor()
+            self.cursor = copy.copy(self.cursor)
+            self.savepoints.append(kept)
+
+    def resize(self, lines: int | None = None, columns: int | None = None) -> None:
+        """Resize at once (see :meth:`resize_job`)."""
+        run(self.resize_job(lines or self.lines, columns or self.columns))
+
+    def resize_job(self, lines: int, columns: int) -> Job:
+        """Resize as xterm.js does, in units of work.
+
+        pyte drops lines from the top when a screen shrinks and adds blank ones at the bottom
+        when it grows, so that a shell's screen after a window was made smaller and larger
+        again showed blank rows where xterm.js (the browser's terminal) brings the lines back.
+        Like xterm.js: a shrinking screen first drops rows below the cursor, then moves lines
+        from its top into the scrollback; a growing one brings lines back from the scrollback
+        while the cursor is on its last row, else adds blank rows below.
+        """
+        if (lines, columns) == (self.lines, self.columns):
+            return
+        if self.saved_main is not None:
+            buffer, cursor = self.saved_main
+            yield from self._resize_buffer(buffer, cursor, lines, columns, scrollback=False)
+            yield from self._resize_buffer(
+                self.buffer, self.cursor, lines, columns, scrollback=False
+            )
+        else:
+            yield from self._resize_buffer(
+                self.buffer, self.cursor, lines, columns, scrollback=True
+            )
+        if columns < self.columns:
+            for buffer in (self.buffer, *(self.saved_main or ())[:1]):
+                for line in buffer.values():
+                    for x in [x for x in line if x >= columns]:
+                        del line[x]
+                    yield
+        self.lines, self.columns = lines, columns
+        self.dirty.update(range(lines))
+        self.set_margins()
+        self.cursor.x = min(self.cursor.x, columns - 1)
+
+    def _resize_buffer(
+        self,
+        buffer: dict[int, Line],
+        cursor: pyte.screens.Cursor,
+        lines: int,
+        columns: int,
+        *,
+        scrollback: bool,
+    ) -> Job:
+        rows = [buffer.get(y) for y in range(self.lines)]
+        y = min(cursor.y, self.lines - 1)
+        while len(rows) > lines:
+            if len(rows) - 1 > y:
+                rows.pop()  # a row below the cursor
+            else:
+                top = rows.pop(0)
+                if scrollback:
+                    self.scrollback.push(top if top is not None else self._new_line(), self.columns)
+                y -= 1
+        if scrollback and len(rows) < lines and y == len(rows) - 1:
+            yield from self.scrollback.settle()
+        while len(rows) < lines:
+            line = None
+            if scrollback and y == len(rows) - 1:
+                line = yield from self.scrollback.pull(columns)
+            if line is None:
+                rows.append(None)
+            else:
+                rows.insert(0, line)
+                y += 1
+        buffer.clear()
+        for index, row in enumerate(rows):
+            if row is not None:
+                buffer[index] = row
+        cursor.y = max(y, 0)
 
     def set_mode(self, *modes_: int, **kwargs: t.Any) -> None:
         """Set modes; the alternate screen modes switch buffers (pyte only records them)."""
@@ -275,12 +538,82 @@ class _ModelScreen(pyte.Screen):
                 self.cursor.attrs = cursor.attrs
 
 
+class _Scheduler:
+    """Works off the screen models of one event loop: one model at a time, for at most
+    ``STEP_TIME``, round robin, then a pause that keeps all the models together within
+    ``MODELS_DUTY`` of the loop's time; a model that used up its own CPU budget waits for it."""
+
+    def __init__(self) -> None:
+        self._ready: collections.deque[ScreenModel] = collections.deque()
+        self._urgent: collections.deque[ScreenModel] = collections.deque()
+        self._task: asyncio.Task[None] | None = None
+
+    def want(self, model: ScreenModel, *, urgent: bool = False) -> None:
+        """``model`` has work (a client waits for it, if ``urgent``)."""
+        if urgent:
+            if model not in self._urgent:
+                self._urgent.append(model)
+        elif model not in self._ready and model not in self._urgent:
+            self._ready.append(model)
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        """Step the models that have work; ends when none has (``want`` starts it again)."""
+        loop = asyncio.get_running_loop()
+        while self._urgent or self._ready:
+            queue = self._urgent if self._urgent else self._ready
+            model = queue.popleft()
+            wait = model.credit_wait()
+            if wait > 0:
+                # Out of budget: it comes back when it has some again.
+                loop.call_later(
+                    wait, functools.partial(self.want, model, urgent=queue is self._urgent)
+                )
+                continue
+            started, cpu = time.perf_counter(), time.thread_time()
+            more = model.step(started + STEP_TIME)
+            # CPU time, not wall time: on a busy machine the step may have waited for a core,
+            # which took nothing from this loop's other tasks.
+            spent = time.thread_time() - cpu
+            model.charge(spent)
+            if more:
+                queue.append(model)
+            duty = URGENT_DUTY if queue is self._urgent else MODELS_DUTY
+            await asyncio.sleep(spent * (1 - duty) / duty)
+
+
+_schedulers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Scheduler] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _scheduler() -> _Scheduler:
+    loop = asyncio.get_running_loop()
+    scheduler = _schedulers.get(loop)
+    if scheduler is None:
+        scheduler = _schedulers[loop] = _Scheduler()
+    return scheduler
+
+
+class _ModelStream(pyte.Stream):
+    """pyte's parser, also dispatching the keypad modes (``ESC =``, ``ESC >``: set by vim, less,
+    top, htop and tmux), which pyte ignores."""
+
+    escape = {  # noqa: RUF012 - pyte's interface: the class's table of escapes
+        **pyte.Stream.escape,
+        "=": "keypad_application",
+        ">": "keypad_numeric",
+    }
+
+
 class ScreenModel:
     """What one terminal shows: fed its output cheaply, rendered for a client that attaches.
 
-    ``feed`` and ``resize`` only queue; pyte works the queue off the hot path (see the module
-    docstring). The queue holds at most ``lookback`` characters: older output that was never
-    fed is dropped, except the modes it switched (alternate screen, cursor visibility...).
+    ``feed`` and ``resize`` only queue; the scheduler works the queue off the hot path (see
+    the module docstring). The queue holds at most ``lookback`` characters: older output that
+    was never fed is dropped, except the modes it switched (alternate screen, cursor
+    visibility...).
     """
 
     def __init__(
@@ -289,15 +622,30 @@ class ScreenModel:
         self._screen = _ModelScreen(
             min(cols, MAX_MODEL_COLS), min(rows, MAX_MODEL_ROWS), scrollback_lines
         )
-        self._stream = pyte.Stream(self._screen)
+        self._stream = _ModelStream(self._screen)
+        # pyte honours the character set designations (DEC line drawing: ``ESC ( 0``) only
+        # outside its UTF-8 mode; the text it is fed is decoded already, so that mode only
+        # decides this.
+        self._stream.use_utf8 = False
+        #: The terminal's size as last told (the model's own is at most the largest model).
+        self.size = (rows, cols)
         self._lookback = max(lookback, 1)
         self._queue: collections.deque[str | tuple[int, int]] = collections.deque()
         self._queued = 0
         self._in_sequence = 0
         self._last_feed = 0.0
         self._timer: asyncio.TimerHandle | None = None
-        self._worker: asyncio.Task[None] | None = None
-        self._busy = asyncio.Lock()
+        #: The unit-by-unit work in progress (a resize, settling the scrollback, a render).
+        self._job: Job | None = None
+        #: Snapshots waiting for a render; the render they get, and how many still take it
+        #: (the model is held still until they all did, so that the raw rest is exact).
+        self._waiting: list[asyncio.Future[str]] = []
+        self._catch_up_until = 0.0
+        self._rendering = False
+        self._held = 0
+        #: CPU budget (seconds) and when it was last topped up.
+        self._credit = MODEL_CPU_BURST
+        self._credited = time.monotonic()
         self.closed = False
 
     # -- input ----------------------------------------------------------------------------
@@ -306,7 +654,7 @@ class ScreenModel:
         """Queue output for the model (cheap: called for every piece of output)."""
         self._queue.append(text)
         self._queued += len(text)
-        if self._queued > self._lookback:
+        if self._queued > self._lookback and not self._held:
             self._drop_oldest()
         self._last_feed = time.monotonic()
         if self._timer is None and not self.closed:
@@ -314,7 +662,10 @@ class ScreenModel:
 
     def resize(self, rows: int, cols: int) -> None:
         """The terminal's size changed (queued: output before it was for the old size)."""
+        self.size = (rows, cols)
         self._queue.append((min(rows, MAX_MODEL_ROWS), min(cols, MAX_MODEL_COLS)))
+        if not self.closed:
+            _scheduler().want(self)
 
     def close(self) -> None:
         """Stop working: the session ended."""
@@ -322,10 +673,13 @@ class ScreenModel:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if self._worker is not None:
-            self._worker.cancel()
         self._queue.clear()
         self._queued = 0
+        self._job = None
+        for waiter in self._waiting:
+            if not waiter.done():
+                waiter.set_result("")
+        self._waiting.clear()
 
     def _drop_oldest(self) -> None:
         """Drop queued output beyond ``lookback``; keep the modes it switched."""
@@ -368,37 +722,69 @@ class ScreenModel:
         if waited < QUIET_TIME:
             loop = asyncio.get_running_loop()
             self._timer = loop.call_later(QUIET_TIME - waited, self._quiet_check)
-        elif self._worker is None or self._worker.done():
-            self._worker = asyncio.create_task(self._work_off())
+        else:
+            _scheduler().want(self)
 
-    async def _work_off(self) -> None:
-        async with self._busy:
-            while (self._queue or self._screen.dirty) and not self.closed:
-                if time.monotonic() - self._last_feed < QUIET_TIME:
-                    # Output resumed: wait for the next pause (feed armed the timer).
-                    return
-                self._process(BATCH_TIME)
-                await asyncio.sleep(0)
+    def credit_wait(self) -> float:
+        """Seconds until this model has CPU budget again (0: it has some now)."""
+        now = time.monotonic()
+        self._credit = min(MODEL_CPU_BURST, self._credit + (now - self._credited) * MODEL_CPU_SHARE)
+        self._credited = now
+        return 0.0 if self._credit > 0 else -self._credit / MODEL_CPU_SHARE + 0.001
 
-    def _process(self, budget: float) -> None:
-        """Feed queued output to pyte for about ``budget`` seconds."""
-        deadline = time.perf_counter() + budget
-        queue = self._queue
-        while queue and time.perf_counter() < deadline:
-            item = queue[0]
-            if isinstance(item, tuple):
-                queue.popleft()
-                self._screen.resize(*item)
+    def charge(self, seconds: float) -> None:
+        """Count CPU time spent on this model against its budget."""
+        self._credit -= seconds
+
+    def step(self, deadline: float) -> bool:
+        """Work until ``deadline`` (``time.perf_counter()``); whether work is left right now."""
+        if self.closed or self._held:
+            return False
+        screen = self._screen
+        while time.perf_counter() < deadline:
+            if self._job is not None:
+                try:
+                    next(self._job)
+                except StopIteration as done:
+                    self._job = None
+                    if self._rendering:
+                        self._rendered(done.value)
+                        return False
                 continue
-            piece = item[:SLICE]
-            if len(item) > SLICE:
-                queue[0] = item[SLICE:]
-            else:
-                queue.popleft()
-            self._queued -= len(piece)
-            self._feed_pyte(piece)
-        if not queue:
-            self._screen.share_cells(deadline)
+            if screen.scrollback.raw:
+                self._job = screen.scrollback.settle()
+                continue
+            catching_up = time.monotonic() < self._catch_up_until
+            if self._queue and (catching_up or not self._waiting):
+                if not self._waiting and time.monotonic() - self._last_feed < QUIET_TIME:
+                    return False  # output resumed: wait for the next pause (feed set a timer)
+                self._feed_one()
+                continue
+            if self._waiting:
+                self._rendering = True
+                self._job = self._render()
+                continue
+            if screen.dirty:
+                screen.share_cells(deadline)
+                continue
+            return False
+        return True
+
+    def _feed_one(self) -> None:
+        """Feed the next slice of queued output (or apply the next resize)."""
+        queue = self._queue
+        item = queue[0]
+        if isinstance(item, tuple):
+            queue.popleft()
+            self._job = self._screen.resize_job(*item)
+            return
+        piece = item[:SLICE]
+        if len(item) > SLICE:
+            queue[0] = item[SLICE:]
+        else:
+            queue.popleft()
+        self._queued -= len(piece)
+        self._feed_pyte(piece)
 
     def _feed_pyte(self, text: str) -> None:
         stream = self._stream
@@ -425,53 +811,75 @@ class ScreenModel:
     async def snapshot(self) -> str:
         """ANSI text that turns a blank terminal into the current one.
 
-        Catches up with queued output (in slices, for at most ``CATCH_UP_TIME``); whatever is
-        still queued after that follows the rendered screen raw. The caller must attach the
-        client before awaiting anything else, so that no output falls between the two.
+        Catches up with queued output (for at most ``CATCH_UP_TIME``); whatever is still
+        queued after that follows the rendered screen raw. The caller must attach the client
+        before awaiting anything else, so that no output falls between the two.
         """
-        async with self._busy:
-            deadline = time.monotonic() + CATCH_UP_TIME
-            while self._queue and time.monotonic() < deadline and not self.closed:
-                self._process(BATCH_TIME)
-                await asyncio.sleep(0)
-            rendered = await self._render()
-            rest = "".join(item for item in self._queue if isinstance(item, str))
+        if self.closed:
+            return ""
+        waiter: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        if not self._waiting:
+            self._catch_up_until = time.monotonic() + CATCH_UP_TIME
+        self._waiting.append(waiter)
+        _scheduler().want(self, urgent=True)
+        try:
+            rendered = await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self._release()
+            elif waiter in self._waiting:
+                self._waiting.remove(waiter)
+            raise
+        # Held still since the render: what is queued now is exactly what it has not seen.
+        rest = "".join(item for item in self._queue if isinstance(item, str))
+        self._release()
         return rendered + rest
 
-    async def _render(self) -> str:
+    def _rendered(self, text: str) -> None:
+        self._rendering = False
+        waiting, self._waiting = self._waiting, []
+        for waiter in waiting:
+            if not waiter.done():
+                self._held += 1
+                waiter.set_result(text)
+        if not self._held:
+            _scheduler().want(self)  # every client left meanwhile: carry on with the queue
+
+    def _release(self) -> None:
+        if self.closed:
+            return  # (close answered the waiters itself and cleared the queue)
+        self._held -= 1
+        if not self._held:
+            if self._queued > self._lookback:
+                self._drop_oldest()
+            _scheduler().want(self)
+
+    def _render(self) -> Job:
         screen = self._screen
         out = ["\x1b[0m"]
-        history: list[str] = []
-        budget = SNAPSHOT_SCROLLBACK_CHARS
-        for line in reversed(screen.scrollback):
-            budget -= len(line) + 2
-            if budget < 0:
-                break
-            history.append(line)
-        history.reverse()
+        history = list(screen.scrollback.lines)
         out.extend(line + "\r\n" for line in history)
         if screen.saved_main is not None:
             main, main_cursor = screen.saved_main
-            out.append(await self._render_lines(main, whole=bool(history)))
+            out.append((yield from self._render_lines(main, whole=bool(history))))
             out.append(f"\x1b[{main_cursor.y + 1};{main_cursor.x + 1}H\x1b[?1049h\x1b[H\x1b[2J")
-            out.append(await self._render_lines(screen.buffer, whole=False))
+            out.append((yield from self._render_lines(screen.buffer, whole=False)))
         else:
-            out.append(await self._render_lines(screen.buffer, whole=bool(history)))
+            out.append((yield from self._render_lines(screen.buffer, whole=bool(history))))
         out.append(self._render_state())
         return "".join(out)
 
-    async def _render_lines(self, buffer: t.Mapping[int, t.Any], *, whole: bool) -> str:
-        """The lines of a screen buffer; a large screen is rendered in several steps."""
+    def _render_lines(self, buffer: t.Mapping[int, t.Any], *, whole: bool) -> Job:
+        """The lines of a screen buffer, in units."""
         screen = self._screen
         lines = []
-        deadline = time.perf_counter() + BATCH_TIME
         for y in range(screen.lines):
-            lines.append(
-                render_line(buffer[y], screen.columns, buffer[y].default) if y in buffer else ""
-            )
-            if time.perf_counter() > deadline:
-                await asyncio.sleep(0)  # the lock holds the screen still meanwhile
-                deadline = time.perf_counter() + BATCH_TIME
+            if y in buffer:
+                lines.append(
+                    (yield from render_cells(buffer[y], screen.columns, buffer[y].default))
+                )
+            else:
+                lines.append("")
         if not whole:
             while lines and not lines[-1]:
                 lines.pop()
@@ -479,7 +887,24 @@ class ScreenModel:
 
     def _render_state(self) -> str:
         screen = self._screen
+        columns = screen.columns
         out = []
+        if screen.savepoints:
+            # The saved cursor (DECSC) and its pen, saved again where it was.
+            saved = screen.savepoints[-1].cursor
+            out.append(f"\x1b[{saved.y + 1};{min(saved.x, columns - 1) + 1}H")
+            out.append(f"{sgr(saved.attrs[1:])}\x1b7\x1b[0m")
+        title = _CONTROLS.sub("", screen.title)
+        if title:
+            out.append(f"\x1b]2;{title}\x07")
+        for designate, charset in (("(", screen.g0_charset), (")", screen.g1_charset)):
+            code = _CHARSET_CODES.get(id(charset), "B")
+            if code != "B":
+                out.append(f"\x1b{designate}{code}")
+        if screen.charset:
+            out.append("\x0e")  # SO: G1 is in use
+        if screen.keypad_application_mode:
+            out.append("\x1b=")
         if screen.margins is not None:
             out.append(f"\x1b[{screen.margins.top + 1};{screen.margins.bottom + 1}r")
         for mode in sorted(screen.mode):
@@ -489,7 +914,20 @@ class ScreenModel:
                 out.append(f"\x1b[{mode}h")
         if modes.DECAWM not in screen.mode:
             out.append("\x1b[?7l")
-        out.append(f"\x1b[{screen.cursor.y + 1};{min(screen.cursor.x, screen.columns - 1) + 1}H")
+        # With origin mode on, rows count from the scroll region's top.
+        top = screen.margins.top if screen.margins and modes.DECOM in screen.mode else 0
+        row = screen.cursor.y - top + 1
+        if screen.cursor.x >= columns and modes.DECAWM in screen.mode:
+            # Pending wrap (a character was written in the last column): written again, the
+            # last cell leaves the terminal in the same state, so the next character wraps.
+            line = screen.buffer[screen.cursor.y]
+            x = columns - 1
+            if not line[x].data and x > 0:
+                x -= 1  # the second half of a wide character
+            cell = line[x]
+            out.append(f"\x1b[{row};{x + 1}H{sgr(cell[1:])}{cell.data or ' '}\x1b[0m")
+        else:
+            out.append(f"\x1b[{row};{min(screen.cursor.x, columns - 1) + 1}H")
         if screen.cursor.attrs[1:] != _DEFAULT_ATTRS:
             out.append(sgr(screen.cursor.attrs[1:]))
         if screen.cursor.hidden or modes.DECTCEM not in screen.mode:

@@ -13,6 +13,7 @@ import pytest
 from jupyter_tool_terminal.screen import MAX_MODEL_COLS, MAX_MODEL_ROWS, ScreenModel
 
 from .conftest import wait_until
+from .screen_streams import colour_line
 
 
 class LoopWatch:
@@ -211,3 +212,74 @@ async def test_queued_output_is_worked_off_once_output_pauses() -> None:
     await wait_until(worked_off)
     assert model.screen.display[0].startswith("hello")
     model.close()
+
+
+def _distinct_cell(y: int, x: int, data: str) -> pyte.screens.Char:
+    """A cell as pyte makes it for a character drawn in its own truecolor pair (new colour
+    strings each: pyte formats them per SGR sequence)."""
+    value = (y * MAX_MODEL_COLS + x) * 97
+    fg, bg = f"{value & 0xFFFFFF:06x}", f"{(value * 31) & 0xFFFFFF:06x}"
+    return pyte.screens.Char(data, fg, bg, True, False, True, False, False)
+
+
+async def test_the_largest_model_stays_within_its_documented_worst_case() -> None:
+    """Every part of one model at its largest: a 150x400 main screen and an alternate screen
+    where every cell has its own colours, the scrollback full of such lines (bounded in
+    rendered characters), the queue full of four-byte characters. The README's figure."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        baseline, _ = tracemalloc.get_traced_memory()
+        model = _model(MAX_MODEL_ROWS, MAX_MODEL_COLS)
+        screen = model.screen
+        for y in range(MAX_MODEL_ROWS + 40):  # lines that scroll off into the scrollback
+            line = screen._new_line()  # type: ignore[attr-defined]
+            for x in range(MAX_MODEL_COLS):
+                line[x] = _distinct_cell(y, x, "\U0001f600")
+            screen.scrollback.push(line, MAX_MODEL_COLS)  # type: ignore[attr-defined]
+        for _ in screen.scrollback.settle():  # type: ignore[attr-defined]
+            pass
+        model.feed("\x1b[?1049h")
+        await model.snapshot()
+        assert screen.alternate  # type: ignore[attr-defined]
+        main, _ = screen.saved_main  # type: ignore[attr-defined]
+        for buffer in (main, screen.buffer):
+            for y in range(MAX_MODEL_ROWS):
+                for x in range(MAX_MODEL_COLS):
+                    buffer[y][x] = _distinct_cell(y, x, chr(0x4E00 + x))
+        timer = model._timer = asyncio.get_running_loop().call_later(3600, lambda: None)
+        model.feed("\U0001f600" * (64 * 1024))
+        gc.collect()
+        current, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+        timer.cancel()
+    used = (current - baseline) / 2**20
+    print(f"largest model: {used:.1f} MiB")
+    assert screen.scrollback.chars <= 32 * 1024  # type: ignore[attr-defined]
+    assert screen.scrollback.lines  # type: ignore[attr-defined]
+    assert used < 44, used
+
+
+async def _caught_up(model: ScreenModel) -> str:
+    """The snapshot once the model has worked off all its queued output."""
+    snapshot = await model.snapshot()
+    while model.queued:
+        snapshot = await model.snapshot()
+    return snapshot
+
+
+async def test_lines_scrolling_off_a_colourful_screen_never_hold_the_event_loop_10_ms() -> None:
+    """Each line that scrolls off the top goes into the scrollback: rendered at once, a
+    slice of 128 newlines rendered 128 such lines in one step (72-232 ms measured)."""
+    model = _model(MAX_MODEL_ROWS, MAX_MODEL_COLS)
+    for index in range(40):
+        model.feed(colour_line(index, MAX_MODEL_COLS))
+    await _caught_up(model)
+    with LoopWatch() as watch:
+        model.feed("\n" * 5_000 + "after")
+        snapshot = await _caught_up(model)
+    assert watch.longest < 0.010, f"a step held the event loop {watch.longest * 1000:.1f} ms"
+    assert "after" in model.screen.display[-1]
+    assert model.screen.scrollback.chars <= 32 * 1024  # type: ignore[attr-defined]
+    assert len(snapshot) < 64 * 1024 + 150 * 8
