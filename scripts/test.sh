@@ -15,6 +15,8 @@ bash scripts/setup.sh "test,benchmark"
 bash scripts/hub-deps.sh
 # The isolation test runs a Hub as root with real Unix users, who need a Python they may run.
 if [ "$(id -u)" = 0 ]; then bash scripts/hub-users-env.sh; fi
+# The reference terminal of the screen-fidelity tests (xterm.js headless), from its lockfile.
+npm ci --prefix tests/xterm --no-audit --no-fund --silent
 # Everything below runs in the project's virtual environment.
 export PATH="${JTT_VENV:-$repo/.venv}/bin:$PATH"
 if [ "$engine_was_up" = no ]; then
