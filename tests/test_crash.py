@@ -10,9 +10,21 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
+import typing as t
 from pathlib import Path
 
-from .conftest import BASE_PROCESSES, InstanceFactory, container_processes, wait_for_processes
+from jupyter_tool_terminal.runtime.launch import SERVER_VARIABLE
+from jupyter_tool_terminal.runtime.reaper import KILL_ENVIRONMENT, KILL_ONCE_SCRIPT, LEASE_VARIABLE
+
+from .conftest import (
+    BASE_PROCESSES,
+    LEASE_PROCESS,
+    InstanceFactory,
+    container_processes,
+    wait_for_processes,
+    wait_until,
+)
 from .server_process import ServerProcess, running_servers, start_server
 from .terminal_client import TerminalClient
 
@@ -77,12 +89,16 @@ async def test_the_clean_up_spares_the_sessions_of_another_live_server(
         servers.append(again)
         await again.wait_ready()
         await _open_and_close(again, container.name)
-        survivors = BASE_PROCESSES | {"/bin/sh", "sleep 3102"}
-        processes = await wait_for_processes(container, survivors, timeout=10)
-        assert set(processes) <= survivors, processes
-        # The other server's shell and its job run on, and its terminal still works.
-        assert processes.count("sleep 3102") == 1, processes
-        assert processes.count("/bin/sh") == 1, processes
+        # The other server's shell, its job and its lease run on; nothing else does.
+        survivors = BASE_PROCESSES | {"/bin/sh", "sleep 3102", LEASE_PROCESS}
+
+        async def settled() -> bool:
+            return set(await asyncio.to_thread(container_processes, container)) <= survivors
+
+        await wait_until(settled, timeout=10)
+        processes = await asyncio.to_thread(container_processes, container)
+        assert sorted(set(processes) - BASE_PROCESSES) == ["/bin/sh", LEASE_PROCESS, "sleep 3102"]
+        assert len(processes) == len(BASE_PROCESSES) + 3, processes
         assert "alive" in await others_term.run("echo alive")
         assert await other.delete_session(others_session["id"]) == 204
         processes = await wait_for_processes(container, BASE_PROCESSES)
@@ -130,3 +146,56 @@ async def test_local_shells_of_a_killed_server_are_reclaimed_at_its_next_start(
         await again.wait_ready()
         assert await asyncio.to_thread(_running_with, "3104") == []
         assert await asyncio.to_thread(_running_with, "3105") == []
+
+
+def _orphan_kill(container: t.Any, *live: str) -> bytes:
+    """Run the kill script's orphan kill in the container, as its own exec; its answer."""
+    result = container.exec_run(
+        ["/bin/sh", "-c", KILL_ONCE_SCRIPT, "jupyter-tool-terminal-kill", "orphans", *live],
+        environment=KILL_ENVIRONMENT,
+    )
+    assert result.exit_code == 0, result.output
+    return bytes(result.output.strip())
+
+
+def _run_detached(container: t.Any, command: str, **environment: str) -> None:
+    container.exec_run(["/bin/sh", "-c", f"exec {command}"], environment=environment, detach=True)
+
+
+async def test_an_orphan_kill_spares_the_shells_of_a_server_it_was_not_told_of(
+    make_instance: InstanceFactory,
+) -> None:
+    """A server whose lease came up after the live ones were listed is seen by the kill itself."""
+    container = make_instance(owner="dana")
+    me, other, dead = (secrets.token_hex(16) for _ in range(3))
+    for command, variables in (
+        ("sleep 3201", {SERVER_VARIABLE: other}),
+        ("sleep 3202", {SERVER_VARIABLE: dead}),
+        ("sleep 3203", {LEASE_VARIABLE: other}),
+    ):
+        await asyncio.to_thread(_run_detached, container, command, **variables)
+
+    async def running() -> list[str]:
+        return sorted(
+            p for p in await asyncio.to_thread(container_processes, container) if "sleep 32" in p
+        )
+
+    everything = ["sleep 3201", "sleep 3202", "sleep 3203"]
+    await wait_until(lambda: _equals(running(), everything))
+    # The other server's lease runs but the caller did not name it: nothing is killed.
+    assert await asyncio.to_thread(_orphan_kill, container, me) == b"0 done 3"
+    assert await running() == everything
+    # Named, it is spared, and the dead server's process is killed.
+    assert await asyncio.to_thread(_orphan_kill, container, me, other) == b"0 done 0"
+    assert await running() == ["sleep 3201", "sleep 3203"]
+    # Once its lease is gone, that server's processes are orphans too.
+    # (The bracket keeps this shell's own command line from matching.)
+    end_lease = "for p in /proc/[0-9]*; do grep -q '320[3]' $p/cmdline && kill ${p#/proc/}; done"
+    await asyncio.to_thread(container.exec_run, ["/bin/sh", "-c", end_lease])
+    await wait_until(lambda: _equals(running(), ["sleep 3201"]))
+    assert await asyncio.to_thread(_orphan_kill, container, me) == b"0 done 0"
+    assert await running() == []
+
+
+async def _equals(value: t.Awaitable[list[str]], expected: list[str]) -> bool:
+    return await value == expected

@@ -32,12 +32,15 @@ from .launch import shell_command, shell_environment
 from .reaper import (
     KILL_ENVIRONMENT,
     KILL_ONCE_SCRIPT,
-    REAPER_COMMAND,
+    LEASE_VARIABLE,
+    ORPHANS_UNSURE,
     REAPER_SCRIPT,
     REAPER_SCRIPT_VARIABLE,
     Answer,
     Reaper,
     ReaperGone,
+    lease_command,
+    lease_of,
     parse_answer,
 )
 from .stream import ShellStream
@@ -65,6 +68,8 @@ ROOT = "0"
 
 #: How long a kill waits for the reaper before it checks whether the container is paused.
 PAUSE_PROBE = 0.5
+#: How many times an orphan kill is asked again when a server it was not told of came up.
+ORPHAN_ATTEMPTS = 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -333,6 +338,10 @@ class DockerRuntime(ToolRuntime):
         # gives one, and is not asked again.
         self._reapers_possible = True
         self._tls_context: ssl.SSLContext | None = None
+        #: This server's id: its shells carry it, and its reapers are its leases (see
+        #: README, "What the kill guarantees": after a crash).
+        self.server_id = secrets.token_hex(16)
+        self._lease_locks: dict[_Target, asyncio.Lock] = {}
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -477,7 +486,8 @@ class DockerRuntime(ToolRuntime):
         else:
             self._live_tags.setdefault(target, set()).add(tag)
         try:
-            exec_id = await self._create_exec(instance, tool, tag)
+            leased = await self._lease(target)
+            exec_id = await self._create_exec(instance, tool, tag, leased)
         except BaseException:
             # No shell runs with this tag: it must not count as a live shell of the container.
             live = self._live_tags.get(target)
@@ -488,9 +498,17 @@ class DockerRuntime(ToolRuntime):
             raise
         return await self._open(_Exec(instance.container_id, exec_id, tag, target[1]))
 
-    async def _create_exec(self, instance: DockerInstance, tool: ToolType, tag: str) -> str:
-        """Create the shell's exec (not started yet); its id."""
-        environment = shell_environment(tool, tag=tag, has_lang="LANG" in instance.env_names)
+    async def _create_exec(
+        self, instance: DockerInstance, tool: ToolType, tag: str, leased: bool
+    ) -> str:
+        """Create the shell's exec (not started yet); its id. Only a shell of a server whose
+        lease runs in the container (``leased``) carries the server's id."""
+        environment = shell_environment(
+            tool,
+            tag=tag,
+            has_lang="LANG" in instance.env_names,
+            server=self.server_id if leased else None,
+        )
         try:
             created = await self.call(
                 "exec_create",
@@ -721,16 +739,79 @@ class DockerRuntime(ToolRuntime):
         if answer.status:
             self.log.warning("Killing tool terminal processes ended with status %s", answer.status)
 
+    async def _lease(self, target: _Target) -> bool:
+        """Make sure this server's lease (its reaper) runs for the target before a shell
+        starts there; the first time, kill what dead servers left there. Whether a lease runs.
+
+        A shell starts only once its server's lease has answered: so a server that finds a
+        shell of another server whose lease does not run knows that server is gone.
+        """
+        lock = self._lease_locks.setdefault(target, asyncio.Lock())
+        async with lock:
+            reaper = self._reapers.get(target)
+            if reaper is not None and not reaper.broken:
+                return True
+            if not self._reapers_possible:
+                return False
+            reaper = await self._start_reaper(target)
+            return reaper is not None and await self._kill_orphans(target, reaper)
+
+    async def _kill_orphans(self, target: _Target, reaper: Reaper) -> bool:
+        """Kill, through the new lease, the processes of servers that have no lease running
+        in the container; whether the lease answered."""
+        for _ in range(ORPHAN_ATTEMPTS):
+            try:
+                live = await self._live_servers(target[0])
+            except RuntimeUnavailable as error:
+                # Without the list of live servers nothing may be taken for an orphan.
+                self.log.warning("Could not look for orphaned tool terminals: %s", error)
+                return True
+            try:
+                answer = await reaper.request("orphans", sorted(live), REAPER_TIMEOUT)
+            except ReaperGone:
+                self._reapers.pop(target, None)
+                return False
+            if answer.status != ORPHANS_UNSURE:
+                self._log_status(answer)
+                return True
+        return True
+
+    async def _live_servers(self, container_id: str) -> set[str]:
+        """The ids of the servers with a lease running in the container (this one included),
+        from the engine's record of the container's running execs."""
+        live = {self.server_id}
+        try:
+            info = await self.call("inspect_container", container_id)
+        except docker.errors.NotFound:
+            return live
+
+        async def lease(exec_id: str) -> str | None:
+            try:
+                found = await self.call("exec_inspect", exec_id)
+            except (docker.errors.NotFound, RuntimeUnavailable):
+                return None
+            config = found.get("ProcessConfig") or {}
+            if not found.get("Running") or config.get("entrypoint") != "/bin/sh":
+                return None
+            return lease_of(config.get("arguments") or [])
+
+        found = await asyncio.gather(*(lease(i) for i in info.get("ExecIDs") or []))
+        return live | {server_id for server_id in found if server_id is not None}
+
     async def _start_reaper(self, target: _Target) -> Reaper | None:
-        """Start a reaper in the container; ``None`` if it cannot be had (the kill then runs
-        as its own exec)."""
+        """Start a reaper (this server's lease) in the container; ``None`` if it cannot be
+        had (the kill then runs as its own exec)."""
         try:
             created = await self.call(
                 "exec_create",
                 target[0],
-                REAPER_COMMAND,
+                lease_command(self.server_id),
                 user=target[1],
-                environment={**KILL_ENVIRONMENT, REAPER_SCRIPT_VARIABLE: REAPER_SCRIPT},
+                environment={
+                    **KILL_ENVIRONMENT,
+                    REAPER_SCRIPT_VARIABLE: REAPER_SCRIPT,
+                    LEASE_VARIABLE: self.server_id,
+                },
                 stdin=True,
                 tty=False,
             )
