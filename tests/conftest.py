@@ -50,6 +50,7 @@ BASE_PROCESSES = {"/sbin/docker-init -- /bin/sleep infinity", "/bin/sleep infini
 #: A server's lease (the reaper it keeps in a container where its shells run), as
 #: :func:`container_processes` shows it: `docker top`'s line without the server's id.
 LEASE_PROCESS = " ".join([*REAPER_COMMAND, LEASE_NAME])
+_REAPER_PROCESS = " ".join(REAPER_COMMAND)
 
 TOOL_TYPES: dict[str, t.Any] = {
     "sandbox": {"display_name": "Sandbox", "shell": ["/bin/sh"], "env": {"TOOL_GREETING": "hi"}},
@@ -290,8 +291,9 @@ def container_processes(container: t.Any) -> list[str]:
         return _local_processes(container.root.resolve())
     top = container.top(ps_args="-eo pid,args")
     index = top["Titles"].index("COMMAND") if "COMMAND" in top["Titles"] else -1
+    # (Some engines' `ps` cuts long lines: a lease's may end anywhere after the reaper's part.)
     return [
-        LEASE_PROCESS if row[index].startswith(f"{LEASE_PROCESS} ") else row[index]
+        LEASE_PROCESS if row[index].startswith(f"{_REAPER_PROCESS} ") else row[index]
         for row in top["Processes"]
     ]
 

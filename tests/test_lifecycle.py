@@ -9,7 +9,7 @@ import typing as t
 import pytest
 
 from jupyter_tool_terminal.app import ToolTerminalApp
-from jupyter_tool_terminal.runtime import docker as docker_runtime
+from jupyter_tool_terminal.runtime import kills
 
 from .conftest import (
     BASE_PROCESSES,
@@ -280,7 +280,7 @@ async def test_kills_go_on_when_the_reaper_is_killed(
 async def test_a_silent_reaper_does_not_hold_up_a_close(
     alice: Api, make_instance: InstanceFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(docker_runtime, "REAPER_TIMEOUT", 1.0)
+    monkeypatch.setattr(kills, "REAPER_TIMEOUT", 1.0)
     container = make_instance()
     await _start_reaper(alice, container)
     await _signal_reaper_async(container, "STOP")

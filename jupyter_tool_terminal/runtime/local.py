@@ -331,21 +331,24 @@ class LocalRuntime(ToolRuntime):
             self._working_directory(instance, tool)
         try:
             self._lease.acquire()
-            dead = self._lease.reclaim(self._kill_server)
+            self._lease.reclaim(self._kill_server)
         except OSError as error:
             # Shells are then not marked as this server's; nothing is reclaimed.
             self.log.warning("Cannot keep a lease in %s: %s", self.lease_dir, error)
-            return
-        if dead:
-            self.log.info("Killed what %d stopped server(s) left in local terminals", len(dead))
 
     def _kill_server(self, server_id: str) -> None:
         """Kill every process of this user that carries a dead server's id (and what they
         started, as a shell's end does). Blocking."""
+        # No session of its own: the dead server's shells' sessions are found by their tags.
         processes = procfs.ShellProcesses(
             session=0, tag=server_id, variable=SERVER_VARIABLE, uid=os.getuid(), since=0
         )
-        if not procfs.kill(processes, self.kill_timeout):
+        left = len(procfs.find(processes).processes)
+        if not left:
+            return
+        if procfs.kill(processes, self.kill_timeout):
+            self.log.info("Killed %d process(es) a stopped server left in local terminals", left)
+        else:
             self.log.warning("Processes of a stopped server survived every kill")
 
     def close(self) -> None:

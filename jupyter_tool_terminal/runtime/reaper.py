@@ -36,6 +36,7 @@ import typing as t
 from docker.utils.socket import STDOUT
 
 from .launch import SERVER_VARIABLE, SESSION_TAG_VARIABLE
+from .stream import ShellStream
 
 #: The variable that makes a reaper a server's *lease* in its container: its value is the
 #: server's id. A server keeps a lease in every container (and for every exec user) where its
@@ -388,6 +389,8 @@ def lease_of(arguments: t.Sequence[str]) -> str | None:
 # Tags are the server's own random hex tokens (``secrets.token_hex(16)``).
 _TAG = re.compile(r"[0-9a-f]{32}")
 _ANSWER = re.compile(rb"(\d{1,9}) done (\d{1,3})(?: (\d{1,18}))?")
+#: The largest frame of a reaper's stream that is read (its answers are a few bytes).
+_MAX_FRAME = 1 << 16
 #: How many tags one request names at most (a line stays short for ``read``).
 MAX_TAGS_PER_REQUEST = 100
 
@@ -435,9 +438,9 @@ class Reaper:
     Requests are sent one at a time (a request waits for the one before it to be answered).
     """
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._reader = reader
-        self._writer = writer
+    def __init__(self, stream: ShellStream) -> None:
+        self._stream = stream
+        self._incoming = bytearray()
         self._stdout = b""
         self._ids = itertools.count(1)
         self._turn = asyncio.Lock()
@@ -457,13 +460,12 @@ class Reaper:
             request_id = next(self._ids) % 10**9
             try:
                 return await asyncio.wait_for(self._exchange(request_id, words), timeout)
-            except (asyncio.TimeoutError, OSError, asyncio.IncompleteReadError) as error:
+            except (asyncio.TimeoutError, OSError) as error:
                 self.close()
                 raise ReaperGone from error
 
     async def _exchange(self, request_id: int, words: list[str]) -> Answer:
-        self._writer.write(f"{request_id} {' '.join(words)}\n".encode())
-        await self._writer.drain()
+        await self._stream.write(f"{request_id} {' '.join(words)}\n".encode())
         while True:
             # Lines that answer nothing the server asked (someone in the container wrote to
             # the reaper's stdin) are skipped.
@@ -476,18 +478,33 @@ class Reaper:
         # big-endian u32), then the payload. Only stdout carries answers. (The SDK's own frame
         # readers in docker.utils.socket block on a socket; this one reads the event loop's.)
         while b"\n" not in self._stdout:
-            header = await self._reader.readexactly(8)
-            payload = await self._reader.readexactly(int.from_bytes(header[4:8], "big"))
+            header = await self._read_exactly(8)
+            payload = await self._read_exactly(int.from_bytes(header[4:8], "big"))
             if header[0] == STDOUT:
                 self._stdout += payload
                 if len(self._stdout) > 1 << 16:
                     # Nothing the reaper prints is this long: someone else is writing.
-                    raise asyncio.IncompleteReadError(self._stdout, None)
+                    msg = "the reaper's output is not its answers"
+                    raise ConnectionError(msg)
         line, _, self._stdout = self._stdout.partition(b"\n")
         return line
+
+    async def _read_exactly(self, size: int) -> bytes:
+        if size > _MAX_FRAME:
+            msg = "a frame larger than any answer"
+            raise ConnectionError(msg)
+        while len(self._incoming) < size:
+            data = await self._stream.read(_MAX_FRAME)
+            if not data:
+                msg = "the reaper's stream ended"
+                raise ConnectionError(msg)
+            self._incoming += data
+        piece = bytes(self._incoming[:size])
+        del self._incoming[:size]
+        return piece
 
     def close(self) -> None:
         """Close the stream: the reaper reads end-of-file and exits."""
         self.broken = True
         with contextlib.suppress(Exception):
-            self._writer.close()
+            self._stream.close()
