@@ -37,9 +37,10 @@ OWNER_LABEL = "jupyter-tool-terminal.owner"
 TOOL_LABEL = "jupyter-tool-terminal.tool"
 
 #: How many times a shell is killed again while the engine still reports it running.
-KILL_ATTEMPTS = 8
-#: The first pause between two of those kills (doubling each time: 10 ms to 1.3 s, 2.5 s in all).
-KILL_RETRY_DELAY = 0.01
+KILL_ATTEMPTS = 6
+#: How long the first kill waits for the engine to report the shell's end before killing it
+#: again (doubling each time: 50 ms to 1.6 s, 3.2 s in all).
+KILL_RETRY_DELAY = 0.05
 #: How long a silent shell's end waits for the engine to have really started it.
 START_WAIT = 5.0
 
@@ -138,6 +139,17 @@ class _ExecChannel(ShellChannel):
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.1)
 
+    async def _ends_within(self, timeout: float) -> bool:
+        """Whether the engine reports the shell ended within ``timeout`` seconds."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        pause = 0.01
+        while await self.is_running():
+            if asyncio.get_running_loop().time() >= deadline:
+                return False
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.1)
+        return True
+
     async def is_running(self) -> bool:
         """Whether the shell process is still running (``False`` if that cannot be known)."""
         try:
@@ -172,11 +184,10 @@ class _ExecChannel(ShellChannel):
                 return  # the container is paused: the kill runs as soon as it is unpaused
             # A shell caught between the engine's start and its exec() does not carry its tag
             # yet; the exec's own state says whether it survived, and another round gets it.
-            if not unsure or not await self.is_running():
+            # The engine reports an exec's end a moment after it (and announces nothing), so a
+            # round is repeated only once the shell has outlived the kill for a while.
+            if not unsure or await self._ends_within(delay):
                 return
-            # Through a reaper a round takes milliseconds, less than runc may take to exec the
-            # shell; nothing announces that exec, so the next round waits a little longer.
-            await asyncio.sleep(delay)
             delay *= 2
         self._runtime.log.warning("A tool terminal's shell survived every kill")
 
