@@ -143,6 +143,17 @@ def start_server(
     return ServerProcess(process, port)
 
 
+async def add_server(
+    servers: list[ServerProcess], folder: Path, **settings: t.Any
+) -> ServerProcess:
+    """Start a server as :func:`start_server` does, put it in ``servers`` (for their clean-up)
+    and wait until it answers."""
+    server = start_server(folder, **settings)
+    servers.append(server)
+    await server.wait_ready()
+    return server
+
+
 @contextlib.contextmanager
 def running_servers() -> t.Iterator[list[ServerProcess]]:
     """A list to put started servers in; every one still running is stopped at the end."""

@@ -25,7 +25,7 @@ from .conftest import (
     wait_for_processes,
     wait_until,
 )
-from .server_process import ServerProcess, running_servers, start_server
+from .server_process import ServerProcess, add_server, running_servers
 from .terminal_client import TerminalClient
 
 
@@ -52,9 +52,7 @@ async def test_a_restarted_server_kills_what_its_killed_instance_left(
 ) -> None:
     container = make_instance(owner="dana")
     with running_servers() as servers:
-        first = start_server(tmp_path / "server")
-        servers.append(first)
-        await first.wait_ready()
+        first = await add_server(servers, tmp_path / "server")
         await _sessions_with_sleeps(first, container.name, 3101)
         first.kill()
         # What the kill left: both shells and both sleeps still run in the container.
@@ -62,9 +60,7 @@ async def test_a_restarted_server_kills_what_its_killed_instance_left(
         assert left.count("sleep 3101") == 2, left
         assert left.count("/bin/sh") == 2, left
 
-        again = start_server(tmp_path / "server")
-        servers.append(again)
-        await again.wait_ready()
+        again = await add_server(servers, tmp_path / "server")
         await _open_and_close(again, container.name)
         processes = await wait_for_processes(container, BASE_PROCESSES, timeout=10)
         assert set(processes) <= BASE_PROCESSES, processes
@@ -75,19 +71,14 @@ async def test_the_clean_up_spares_the_sessions_of_another_live_server(
 ) -> None:
     container = make_instance(owner="dana")
     with running_servers() as servers:
-        other = start_server(tmp_path / "other")
-        first = start_server(tmp_path / "server")
-        servers += [other, first]
-        await other.wait_ready()
-        await first.wait_ready()
+        other = await add_server(servers, tmp_path / "other")
+        first = await add_server(servers, tmp_path / "server")
         others_session, others_term = await other.terminal(container.name)
         await _background(others_term, "sleep 3102")
         await _sessions_with_sleeps(first, container.name, 3103)
         first.kill()
 
-        again = start_server(tmp_path / "server")
-        servers.append(again)
-        await again.wait_ready()
+        again = await add_server(servers, tmp_path / "server")
         await _open_and_close(again, container.name)
         # The other server's shell, its job and its lease run on; nothing else does.
         survivors = BASE_PROCESSES | {"/bin/sh", "sleep 3102", LEASE_PROCESS}
@@ -129,9 +120,7 @@ async def test_local_shells_of_a_killed_server_are_reclaimed_at_its_next_start(
         "local_instances": {"here": {"tool": "sandbox", "root": str(tmp_path / "here")}},
     }
     with running_servers() as servers:
-        first = start_server(tmp_path / "server", **local)
-        servers.append(first)
-        await first.wait_ready()
+        first = await add_server(servers, tmp_path / "server", **local)
         _, term = await first.terminal("here")
         await _background(term, "sleep 3104")
         # A job that left the shell's session and process group, as a daemon does.
@@ -141,9 +130,7 @@ async def test_local_shells_of_a_killed_server_are_reclaimed_at_its_next_start(
         assert len(await asyncio.to_thread(_running_with, "3104")) == 1
         assert len(await asyncio.to_thread(_running_with, "3105")) == 1
 
-        again = start_server(tmp_path / "server", **local)
-        servers.append(again)
-        await again.wait_ready()
+        await add_server(servers, tmp_path / "server", **local)
         assert await asyncio.to_thread(_running_with, "3104") == []
         assert await asyncio.to_thread(_running_with, "3105") == []
 
