@@ -19,8 +19,9 @@ from tornado.ioloop import PeriodicCallback
 from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
 from . import metrics
-from .manager import SessionError, SessionManager, valid_instance_id, valid_session_id
+from .manager import SessionError, SessionManager, valid_session_id
 from .recheck import recheck_handler
+from .runtime.base import valid_instance_id
 from .session import Session, clamp_size
 
 if t.TYPE_CHECKING:

@@ -15,15 +15,14 @@ from . import metrics
 from .events import AuditLog
 from .recording import Recorder, RecordingError
 from .runtime import RuntimeUnavailable, ToolRuntime
+from .runtime.base import valid_instance_id
 from .session import Session
 from .tooltypes import ToolType
 
-#: Instance ids are container names, which Docker restricts to this (with a length cap here).
-#: Every id pattern is used with ``fullmatch``: ``$`` would also match before a final newline.
-INSTANCE_ID = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}")
 #: What a request for a new session is told while the server stops.
 SHUTTING_DOWN = "The server is shutting down; it opens no new tool terminals."
-#: Session ids are ``secrets.token_urlsafe(24)``.
+#: Session ids are ``secrets.token_urlsafe(24)``. Every id pattern is used with ``fullmatch``:
+#: ``$`` would also match before a final newline.
 SESSION_ID = re.compile(r"[A-Za-z0-9_-]{32}")
 #: A user name an owner may grant a view to: what Jupyter and JupyterHub user names look like
 #: (no whitespace, no control characters, no '/', which could not be revoked by URL).
@@ -95,11 +94,6 @@ class ShuttingDown(SessionError):
     """The server is stopping: it starts no new session."""
 
     status = 503
-
-
-def valid_instance_id(value: t.Any) -> bool:
-    """Whether ``value`` is a syntactically valid instance id (checked before any engine call)."""
-    return isinstance(value, str) and INSTANCE_ID.fullmatch(value) is not None
 
 
 def valid_session_id(value: t.Any) -> bool:

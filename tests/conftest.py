@@ -31,6 +31,7 @@ from traitlets.config import Config
 from jupyter_tool_terminal.app import ToolTerminalApp
 from jupyter_tool_terminal.events import SESSION_SCHEMA_ID
 from jupyter_tool_terminal.runtime.docker import DockerRuntime
+from jupyter_tool_terminal.runtime.reaper import LEASE_NAME, REAPER_COMMAND
 
 from .terminal_client import TerminalClient
 
@@ -46,6 +47,10 @@ REVOKED_TOKENS: set[str] = set()
 COOKIE_NAME = "jtt-test-user"
 #: Processes of the test containers' own (PID 1 is docker-init, then `sleep infinity`).
 BASE_PROCESSES = {"/sbin/docker-init -- /bin/sleep infinity", "/bin/sleep infinity"}
+#: A server's lease (the reaper it keeps in a container where its shells run), as
+#: :func:`container_processes` shows it: `docker top`'s line without the server's id.
+LEASE_PROCESS = " ".join([*REAPER_COMMAND, LEASE_NAME])
+_REAPER_PROCESS = " ".join(REAPER_COMMAND)
 
 TOOL_TYPES: dict[str, t.Any] = {
     "sandbox": {"display_name": "Sandbox", "shell": ["/bin/sh"], "env": {"TOOL_GREETING": "hi"}},
@@ -280,12 +285,17 @@ def exec_count(container: t.Any) -> int:
 
 def container_processes(container: t.Any) -> list[str]:
     """The command lines running in a tool instance: in a container, as `docker top` shows
-    them; for a local instance, of the live processes whose working directory is in its root."""
+    them (a server's lease as :data:`LEASE_PROCESS`, without the server's id); for a local
+    instance, of the live processes whose working directory is in its root."""
     if isinstance(container, LocalInstanceHandle):
         return _local_processes(container.root.resolve())
     top = container.top(ps_args="-eo pid,args")
     index = top["Titles"].index("COMMAND") if "COMMAND" in top["Titles"] else -1
-    return [row[index] for row in top["Processes"]]
+    # (Some engines' `ps` cuts long lines: a lease's may end anywhere after the reaper's part.)
+    return [
+        LEASE_PROCESS if row[index].startswith(f"{_REAPER_PROCESS} ") else row[index]
+        for row in top["Processes"]
+    ]
 
 
 def _local_processes(root: Path) -> list[str]:

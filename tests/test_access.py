@@ -9,7 +9,8 @@ import pytest
 from jupyter_server.auth.authorizer import Authorizer
 from tornado.httpclient import HTTPClientError
 
-from jupyter_tool_terminal.manager import valid_instance_id, valid_session_id
+from jupyter_tool_terminal.manager import valid_session_id
+from jupyter_tool_terminal.runtime.base import valid_instance_id
 
 from .conftest import Api, InstanceFactory, both_runtimes
 

@@ -112,12 +112,17 @@ async def test_a_failure_after_the_shell_started_kills_it(
     # The exec is started; then opening its stream fails with an error nobody expected.
     started: list[str] = []
 
-    async def broken_channel(runtime: DockerRuntime, shell: t.Any, sock: t.Any) -> t.Any:
-        started.append(shell.exec_id)
+    real_attach = DockerRuntime.attach
+
+    async def broken_attach(runtime: DockerRuntime, exec_id: str, tty: bool) -> t.Any:
+        if not tty:  # the reaper's
+            return await real_attach(runtime, exec_id, tty)
+        started.append(exec_id)
+        await runtime.call("exec_start", exec_id, tty=True, socket=True)
         msg = "injected: the exec socket cannot be opened"
         raise OSError(msg)
 
-    monkeypatch.setattr(DockerRuntime, "_channel", broken_channel)
+    monkeypatch.setattr(DockerRuntime, "attach", broken_attach)
     container = make_instance()
     status, body = await alice.status("POST", "sessions", body={"instance": container.name})
     assert status == 503, (status, body)

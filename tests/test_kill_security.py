@@ -8,10 +8,9 @@ import typing as t
 
 import pytest
 
-from jupyter_tool_terminal.runtime.reaper import REAPER_COMMAND
-
 from .conftest import (
     BASE_PROCESSES,
+    LEASE_PROCESS,
     Api,
     InstanceFactory,
     container_processes,
@@ -19,8 +18,6 @@ from .conftest import (
     wait_until,
 )
 
-#: The reaper as `docker top` shows it.
-REAPER = " ".join(REAPER_COMMAND)
 #: Tools a kill script could call by name; the fakes log the uid they ran as, then do the job.
 FAKED_TOOLS = ("grep", "kill", "cat", "sleep", "env", "sed", "awk", "ps", "printf", "echo", "[")
 
@@ -181,7 +178,9 @@ class TestEscapes:
         await term.run("true")
         await _wait_started(container, "/tmp/z")
         await alice.call("DELETE", "sessions", model["id"])
-        await _gone_and_stays_gone(container, also=frozenset({"/bin/sh", "sleep 2003", REAPER}))
+        await _gone_and_stays_gone(
+            container, also=frozenset({"/bin/sh", "sleep 2003", LEASE_PROCESS})
+        )
         assert await keeper.run("echo alive") == "alive\r\n"
         assert (await keeper.run("grep State /proc/$!/status")).split()[1] == "T"
 

@@ -9,11 +9,11 @@ import typing as t
 import pytest
 
 from jupyter_tool_terminal.app import ToolTerminalApp
-from jupyter_tool_terminal.runtime import docker as docker_runtime
-from jupyter_tool_terminal.runtime.reaper import REAPER_COMMAND
+from jupyter_tool_terminal.runtime import kills
 
 from .conftest import (
     BASE_PROCESSES,
+    LEASE_PROCESS,
     TOOL_TYPES,
     Api,
     InstanceFactory,
@@ -22,9 +22,6 @@ from .conftest import (
     wait_for_processes,
     wait_until,
 )
-
-#: The reaper as `docker top` shows it.
-REAPER_PROCESS = " ".join(REAPER_COMMAND)
 
 
 @pytest.fixture(params=[None, "nobody"], ids=["root", "nobody"])
@@ -188,7 +185,7 @@ async def test_sessions_closing_together_share_kill_execs(
     await asyncio.gather(*(alice.call("DELETE", "sessions", model["id"]) for model in models))
     await _assert_only_base(container)
     execs = await _exec_commands(container, since)
-    kills = [c for c in execs if "jupyter-tool-terminal-kill" in c or REAPER_PROCESS in c]
+    kills = [c for c in execs if "jupyter-tool-terminal-kill" in c or LEASE_PROCESS in c]
     # One kill runs at a time per container; the others join the next one.
     assert 1 <= len(kills) <= 3, [c[:80] for c in kills]
 
@@ -219,13 +216,11 @@ async def test_closing_beside_a_live_shell_kills_through_a_reaper(
     for _ in range(3):
         model, _ = await _busy_terminal(alice, container)
         await alice.call("DELETE", "sessions", model["id"])
-        processes = await wait_for_processes(
-            container, BASE_PROCESSES | {"/bin/sh", REAPER_PROCESS}
-        )
-        assert sorted(set(processes) - BASE_PROCESSES) == ["/bin/sh", REAPER_PROCESS], processes
+        processes = await wait_for_processes(container, BASE_PROCESSES | {"/bin/sh", LEASE_PROCESS})
+        assert sorted(set(processes) - BASE_PROCESSES) == ["/bin/sh", LEASE_PROCESS], processes
     execs = await _exec_commands(container, since)
     # Three shells and one reaper; no kill of its own.
-    assert sum(REAPER_PROCESS in c for c in execs) == 1, execs
+    assert sum(LEASE_PROCESS in c for c in execs) == 1, execs
     assert not [c for c in execs if "jupyter-tool-terminal-kill" in c], execs
     assert await keeper.run("echo still here") == "still here\r\n"
     keeper.ws.close()
@@ -233,7 +228,7 @@ async def test_closing_beside_a_live_shell_kills_through_a_reaper(
 
 
 async def _reaper_running(container: t.Any) -> bool:
-    return REAPER_PROCESS in await asyncio.to_thread(container_processes, container)
+    return LEASE_PROCESS in await asyncio.to_thread(container_processes, container)
 
 
 async def _start_reaper(alice: Api, container: t.Any) -> None:
@@ -268,7 +263,7 @@ async def _close_busy_session(alice: Api, container: t.Any) -> float:
     began = time.monotonic()
     await alice.call("DELETE", "sessions", model["id"])
     took = time.monotonic() - began
-    processes = await wait_for_processes(container, BASE_PROCESSES | {"/bin/sh", REAPER_PROCESS})
+    processes = await wait_for_processes(container, BASE_PROCESSES | {"/bin/sh", LEASE_PROCESS})
     assert not [p for p in processes if "sleep 100" in p], processes
     return took
 
@@ -290,7 +285,7 @@ async def test_kills_go_on_when_the_reaper_is_killed(
 async def test_a_silent_reaper_does_not_hold_up_a_close(
     alice: Api, make_instance: InstanceFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(docker_runtime, "REAPER_TIMEOUT", 1.0)
+    monkeypatch.setattr(kills, "REAPER_TIMEOUT", 1.0)
     container = make_instance()
     await _start_reaper(alice, container)
     await _signal_reaper_async(container, "STOP")
@@ -312,7 +307,8 @@ async def test_reset_kills_everything(alice: Api, make_instance: InstanceFactory
 
     async def only_the_new_shell() -> bool:
         processes = await asyncio.to_thread(container_processes, container)
-        return sorted(set(processes) - BASE_PROCESSES) == ["/bin/sh"]
+        # (A container with a live shell holds the server's lease too.)
+        return sorted(set(processes) - BASE_PROCESSES) == ["/bin/sh", LEASE_PROCESS]
 
     await wait_until(only_the_new_shell)
 

@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
-import socket
-import subprocess
-import sys
 import typing as t
 from pathlib import Path
 
@@ -22,68 +18,8 @@ from .conftest import (
     wait_for_processes,
     wait_until,
 )
+from .server_process import TOKEN, start_server
 from .terminal_client import TerminalClient
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-async def _wait_for_server(url: str, headers: dict[str, str], process: t.Any) -> None:
-    client = AsyncHTTPClient()
-    for _ in range(300):
-        assert process.poll() is None, "jupyter server exited early"
-        try:
-            await client.fetch(url, headers=headers)
-            return
-        except OSError:
-            await asyncio.sleep(0.1)
-    msg = "jupyter server did not start"
-    raise AssertionError(msg)
-
-
-def _start_server(tmp_path: Path, max_sessions_per_user: int, stderr: t.Any) -> tuple[t.Any, int]:
-    """A real `jupyter server` with the extension, owned by dana; returns (process, port)."""
-    port = _free_port()
-    config = tmp_path / "jupyter_server_config.json"
-    config.write_text(
-        json.dumps(
-            {
-                "ServerApp": {
-                    "port": port,
-                    "ip": "127.0.0.1",
-                    "open_browser": False,
-                    "allow_root": True,
-                },
-                "IdentityProvider": {"token": TOKEN},
-                "ToolTerminalApp": {
-                    "owner": "dana",
-                    "tool_types": {"sandbox": {}},
-                    "max_sessions_per_user": max_sessions_per_user,
-                },
-            }
-        )
-    )
-    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path), "JUPYTER_RUNTIME_DIR": str(tmp_path)}
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "jupyter_server",
-            f"--config={config}",
-            "--ServerApp.jpserver_extensions={'jupyter_tool_terminal': True}",
-            f"--ServerApp.root_dir={tmp_path}",
-        ],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=stderr,
-    )
-    return process, port
-
-
-TOKEN = "sigterm-test-token"
 
 
 async def test_sigterm_with_20_sessions_kills_every_process(
@@ -91,11 +27,10 @@ async def test_sigterm_with_20_sessions_kills_every_process(
 ) -> None:
     containers = [make_instance(owner="dana"), make_instance(owner="dana")]
     token = TOKEN
-    process, port = _start_server(tmp_path, 20, subprocess.DEVNULL)
+    server = start_server(tmp_path, max_sessions_per_user=20)
+    process, port, base, headers = server.process, server.port, server.base, server.headers
     try:
-        base = f"http://127.0.0.1:{port}"
-        headers = {"Authorization": f"token {token}"}
-        await _wait_for_server(f"{base}/api/status", headers, process)
+        await server.wait_ready()
         http = AsyncHTTPClient()
         terminals = []
         for container in containers * 10:
@@ -134,11 +69,10 @@ async def test_sigterm_while_sessions_are_being_created(
     containers = [make_instance(owner="dana"), make_instance(owner="dana")]
     log = tmp_path / "server.log"
     with log.open("wb") as stderr:
-        process, port = _start_server(tmp_path, 40, stderr)
+        server = start_server(tmp_path, stderr, max_sessions_per_user=40)
+    process, base, headers = server.process, server.base, server.headers
     try:
-        base = f"http://127.0.0.1:{port}"
-        headers = {"Authorization": f"token {TOKEN}"}
-        await _wait_for_server(f"{base}/api/status", headers, process)
+        await server.wait_ready()
         http = AsyncHTTPClient(force_instance=True, max_clients=40)
 
         async def create(container: t.Any) -> int:

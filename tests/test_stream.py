@@ -7,8 +7,12 @@ import contextlib
 import socket
 import threading
 
-from jupyter_tool_terminal.runtime.docker import _ThreadReading
-from jupyter_tool_terminal.runtime.stream import STREAM_LIMIT, ShellStream
+from jupyter_tool_terminal.runtime.stream import (
+    STREAM_LIMIT,
+    THREAD_WRITE_LIMIT,
+    ShellStream,
+    ThreadTransport,
+)
 
 FLOOD = bytes(range(256)) * 4096 * 8  # 8 MiB
 
@@ -58,10 +62,43 @@ async def test_the_thread_fallback_is_bounded_and_complete() -> None:
     sender = threading.Thread(target=_flood, args=(theirs,))
     sender.start()
     stream = ShellStream()
-    reading = _ThreadReading(ours, stream, asyncio.get_running_loop(), "test-exec")
+    reading = ThreadTransport(ours, stream, asyncio.get_running_loop(), "test-exec")
     try:
         await _bounded_then_complete(stream, sender)
     finally:
         reading.close()
         await asyncio.to_thread(sender.join, 10)
+        theirs.close()
+
+
+async def test_the_thread_fallback_sends_in_order_and_makes_writers_wait() -> None:
+    """Writes over a thread transport (an exec over SSH: shells and reapers alike) arrive in
+    order, and while the peer does not read, a writer waits instead of queueing without end."""
+    ours, theirs = socket.socketpair()
+    stream = ShellStream()
+    transport = ThreadTransport(ours, stream, asyncio.get_running_loop(), "test-exec")
+    piece = 1 << 14
+    try:
+
+        async def send() -> None:
+            for i in range(0, len(FLOOD), piece):
+                await stream.write(FLOOD[i : i + piece])
+
+        writes = asyncio.ensure_future(send())
+        await asyncio.sleep(0.5)
+        # Nobody reads: the kernel's buffers and the transport's queue hold a bounded part.
+        assert not writes.done()
+        assert transport._queued <= THREAD_WRITE_LIMIT + piece, transport._queued
+
+        def receive() -> bytes:
+            received = bytearray()
+            while len(received) < len(FLOOD):
+                received += theirs.recv(1 << 16)
+            return bytes(received)
+
+        received = await asyncio.to_thread(receive)
+        await asyncio.wait_for(writes, 10)
+        assert received == FLOOD
+    finally:
+        transport.close()
         theirs.close()

@@ -6,6 +6,7 @@ import typing as t
 
 from .conftest import (
     BASE_PROCESSES,
+    LEASE_PROCESS,
     Api,
     InstanceFactory,
     both_runtimes,
@@ -95,7 +96,7 @@ async def test_reset_runs_the_startup_command_again_for_attached_clients(
     new_pid = await term.run("echo $$")
     assert new_pid != old_pid
     assert await term.run("pwd") == instance_path(container, "data") + "\r\n"
-    processes = await wait_for_processes(container, BASE_PROCESSES | {"/bin/sh"})
+    processes = await wait_for_processes(container, BASE_PROCESSES | {"/bin/sh", LEASE_PROCESS})
     assert not [p for p in processes if "4242" in p], processes
 
 

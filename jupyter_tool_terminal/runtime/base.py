@@ -12,11 +12,21 @@ from __future__ import annotations
 import abc
 import asyncio
 import dataclasses
+import re
 import typing as t
 
 from traitlets.config import LoggingConfigurable
 
 from ..tooltypes import ToolType
+
+#: Instance ids are container names, which Docker restricts to this (with a length cap here);
+#: every runtime's ids follow it. Used with ``fullmatch`` (``$`` would match before a newline).
+INSTANCE_ID = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}")
+
+
+def valid_instance_id(value: t.Any) -> bool:
+    """Whether ``value`` is a syntactically valid instance id (checked before any engine call)."""
+    return isinstance(value, str) and INSTANCE_ID.fullmatch(value) is not None
 
 
 class RuntimeUnavailable(RuntimeError):

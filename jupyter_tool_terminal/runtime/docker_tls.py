@@ -105,26 +105,3 @@ async def start_exec(
         stream.close()
         raise
     return stream
-
-
-async def start_exec_streams(
-    api: t.Any, context: ssl.SSLContext, exec_id: str, *, tty: bool = False
-) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """As :func:`start_exec`, as asyncio streams (for a reaper: its own protocol reads them)."""
-    host, port = _address(api)
-    try:
-        reader, writer = await asyncio.open_connection(
-            host, port, ssl=context, server_hostname=host
-        )
-    except (OSError, ssl.SSLError) as error:
-        raise RuntimeUnavailable(_UNREACHABLE) from error
-    try:
-        writer.write(_start_request(api, exec_id, tty))
-        _check_answer(await reader.readuntil(b"\r\n\r\n"))
-    except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as error:
-        writer.close()
-        raise RuntimeUnavailable(_UNREACHABLE) from error
-    except RuntimeUnavailable:
-        writer.close()
-        raise
-    return reader, writer

@@ -11,6 +11,10 @@ from ..tooltypes import ToolType
 #: Environment variable carrying a shell's kill tag; every process the shell starts inherits it,
 #: which is one of the ways a runtime finds (and kills) them all again.
 SESSION_TAG_VARIABLE = "JUPYTER_TOOL_TERMINAL_SESSION"
+#: Environment variable carrying the id of the server that started the shell (when that server
+#: can be seen to be alive, see the runtimes): a server that finds processes carrying the id of
+#: a server that is gone kills them, since nothing else ever will.
+SERVER_VARIABLE = "JUPYTER_TOOL_TERMINAL_SERVER"
 
 #: The terminal type every tool terminal announces (JupyterLab's xterm.js).
 TERM = "xterm-256color"
@@ -49,10 +53,13 @@ def shell_command(tool: ToolType) -> list[str]:
     ]
 
 
-def shell_environment(tool: ToolType, *, tag: str, has_lang: bool) -> dict[str, str]:
+def shell_environment(
+    tool: ToolType, *, tag: str, has_lang: bool, server: str | None = None
+) -> dict[str, str]:
     """The variables a terminal gets on top of its instance's own environment.
 
-    ``has_lang`` says whether the instance already sets ``LANG``. Nothing of the Jupyter
+    ``has_lang`` says whether the instance already sets ``LANG``; ``server`` is the server's
+    id, for a runtime that reclaims the shells of servers that died. Nothing of the Jupyter
     server's own environment is ever part of it; ``LINES``/``COLUMNS`` are left out on purpose
     (shells that see them ignore the real, resized terminal size).
     """
@@ -61,4 +68,6 @@ def shell_environment(tool: ToolType, *, tag: str, has_lang: bool) -> dict[str, 
         environment["LANG"] = DEFAULT_LANG
     environment.update(tool.env)
     environment[SESSION_TAG_VARIABLE] = tag
+    if server is not None:
+        environment[SERVER_VARIABLE] = server
     return environment

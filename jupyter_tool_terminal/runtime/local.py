@@ -31,14 +31,15 @@ import signal
 import typing as t
 import warnings
 
+from jupyter_core.paths import jupyter_runtime_dir
 from ptyprocess import PtyProcess
-from traitlets import Dict, Float, List, Unicode
+from traitlets import Dict, Float, List, Unicode, default
 
-from ..manager import valid_instance_id
 from ..tooltypes import ToolType
 from . import procfs
-from .base import Instance, RuntimeUnavailable, ShellChannel, ToolRuntime
-from .launch import SESSION_TAG_VARIABLE, shell_command, shell_environment
+from .base import Instance, RuntimeUnavailable, ShellChannel, ToolRuntime, valid_instance_id
+from .launch import SERVER_VARIABLE, SESSION_TAG_VARIABLE, shell_command, shell_environment
+from .leases import ServerLease
 
 #: The keys of one entry of ``ToolTerminalApp.local_instances``.
 INSTANCE_KEYS = ("tool", "root")
@@ -298,6 +299,18 @@ class LocalRuntime(ToolRuntime):
         survive.""",
     ).tag(config=True)
 
+    lease_dir = Unicode(
+        help="""Directory where each server of this user holds a lock file for its whole life
+        (default: `jupyter-tool-terminal` in Jupyter's runtime directory). At start-up a server
+        kills what the local shells of servers that died (SIGKILL, a crash) left running:
+        servers whose file is no longer locked. Servers that should reclaim each other's
+        leftovers must share it.""",
+    ).tag(config=True)
+
+    @default("lease_dir")
+    def _default_lease_dir(self) -> str:
+        return os.path.join(jupyter_runtime_dir(), "jupyter-tool-terminal")
+
     #: The instances, as ``ToolTerminalApp.local_instances`` declares them (given at creation).
     instances = Dict(help="{id: {'tool': name, 'root': path}}")
     #: The user name every local instance belongs to (the server's owner).
@@ -305,12 +318,41 @@ class LocalRuntime(ToolRuntime):
     #: The validated tool types, to check the instances against.
     tool_types = Dict()
 
+    def __init__(self, **kwargs: t.Any) -> None:
+        super().__init__(**kwargs)
+        self._lease = ServerLease(self.lease_dir, secrets.token_hex(16))
+
     def check_available(self) -> None:
-        """Validate every instance and create its root; the error names the instance."""
+        """Validate every instance and create its root (the error names the instance); then
+        take this server's lease and kill what servers that died left running."""
         for instance in self._instances().values():
             tool = self.tool_types[instance.tool]
             self._check_user(instance, tool)
             self._working_directory(instance, tool)
+        try:
+            self._lease.acquire()
+            self._lease.reclaim(self._kill_server)
+        except OSError as error:
+            # Shells are then not marked as this server's; nothing is reclaimed.
+            self.log.warning("Cannot keep a lease in %s: %s", self.lease_dir, error)
+
+    def _kill_server(self, server_id: str) -> None:
+        """Kill every process of this user that carries a dead server's id (and what they
+        started, as a shell's end does). Blocking."""
+        # No session of its own: the dead server's shells' sessions are found by their tags.
+        processes = procfs.ShellProcesses(
+            session=0, tag=server_id, variable=SERVER_VARIABLE, uid=os.getuid(), since=0
+        )
+        left = len(procfs.find(processes).processes)
+        if not left:
+            return
+        if procfs.kill(processes, self.kill_timeout):
+            self.log.info("Killed %d process(es) a stopped server left in local terminals", left)
+        else:
+            self.log.warning("Processes of a stopped server survived every kill")
+
+    def close(self) -> None:
+        self._lease.close()
 
     def _instances(self) -> dict[str, LocalInstance]:
         found = {}
@@ -388,7 +430,10 @@ class LocalRuntime(ToolRuntime):
         environment.update(
             HOME=user.pw_dir, USER=user.pw_name, LOGNAME=user.pw_name, SHELL=tool.shell[0]
         )
-        environment.update(shell_environment(tool, tag=tag, has_lang="LANG" in environment))
+        server = self._lease.server_id if self._lease.held else None
+        environment.update(
+            shell_environment(tool, tag=tag, has_lang="LANG" in environment, server=server)
+        )
         return environment
 
     async def list_instances(self, owner: str) -> list[Instance]:

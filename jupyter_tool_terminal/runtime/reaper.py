@@ -31,10 +31,22 @@ import contextlib
 import dataclasses
 import itertools
 import re
+import typing as t
 
 from docker.utils.socket import STDOUT
 
-from .launch import SESSION_TAG_VARIABLE
+from .launch import SERVER_VARIABLE, SESSION_TAG_VARIABLE
+from .stream import ShellStream
+
+#: The variable that makes a reaper a server's *lease* in its container: its value is the
+#: server's id. A server keeps a lease in every container (and for every exec user) where its
+#: shells run; while the lease runs the server is alive, and when the server dies the engine
+#: drops the lease's connection, which ends it (see :data:`REAPER_SCRIPT`).
+LEASE_VARIABLE = "JUPYTER_TOOL_TERMINAL_LEASE"
+
+#: The name a lease runs under (its ``$0``), followed by its server's id: the engine keeps
+#: both in the exec's record, which is how servers find each other's leases.
+LEASE_NAME = "jupyter-tool-terminal-lease"
 
 #: The environment of every kill exec, over the container's own (the engine merges them).
 KILL_ENVIRONMENT: dict[str, str] = {
@@ -63,6 +75,10 @@ KILL_ENVIRONMENT: dict[str, str] = {
         "",
     ),
 }
+
+#: An orphan kill's status when a lease it was not told of runs (a server that just came up):
+#: what it found may be that server's, so it stopped short; the caller asks again.
+ORPHANS_UNSURE = 3
 
 #: How long one kill may go on freezing newcomers before it gives up (seconds).
 KILL_TIME_LIMIT = 8
@@ -148,9 +164,38 @@ grep_each() {{
   done
   for _f in "$@"; do [ -e "$_f" ] || vanished=1; done
 }}
+tagged() {{
+  # The processes a kill starts from, in $_hits: those carrying one of $_tags; or, for an
+  # orphan kill, those carrying a server id other than the live ones in $_live.
+  if [ -z "$_live" ]; then
+    grep_each environ "-z -x -F $_tags" ""
+    return
+  fi
+  grep_each environ "-z -x -E" "{SERVER_VARIABLE}=[0-9a-f]{{32}}"
+  _any=$_hits
+  grep_each environ "-z -x -F $_live" ""
+  _spared=" $_hits "
+  _hits=
+  for _p in $_any; do
+    case $_spared in *" $_p "*) ;; *) _hits="$_hits $_p" ;; esac
+  done
+}}
+unknown_lease() {{
+  # Whether a lease runs that the orphan kill was not told of: a server that started after
+  # its caller listed the live ones, and whose shells must not be taken for orphans.
+  _v=$vanished
+  grep_each environ "-z -x -E" "{LEASE_VARIABLE}=[0-9a-f]{{32}}"
+  _leases=$_hits
+  grep_each environ "-z -x -F $_known" ""
+  vanished=$_v
+  for _p in $_leases; do
+    case " $_hits " in *" $_p "*) ;; *) return 0 ;; esac
+  done
+  return 1
+}}
 scan() {{
   vanished=
-  grep_each environ "-z -x -F $_tags" ""
+  tagged
   for _p in $_hits; do consider "$_p" tagged; done
   [ -n "$victims" ] || return 0
   alternatives "$victims"
@@ -193,14 +238,33 @@ finish() {{
   return "$1"
 }}
 kill_session() {{
+  _tags= _live= _known=
+  for _t in "$@"; do _tags="$_tags -e {SESSION_TAG_VARIABLE}=$_t"; done
+  kill_rounds
+}}
+kill_orphans() {{
+  _tags= _live= _known=
+  for _t in "$@"; do
+    _live="$_live -e {SERVER_VARIABLE}=$_t"
+    _known="$_known -e {LEASE_VARIABLE}=$_t"
+  done
+  kill_rounds
+}}
+kill_rounds() {{
   ids_of 1; init_pgid=$_pgid init_sid=$_sid
   ids_of "$me"; my_pgid=$_pgid my_sid=$_sid
-  _tags=
-  for _t in "$@"; do _tags="$_tags -e {SESSION_TAG_VARIABLE}=$_t"; done
   uptime_s; _deadline=$((_up + {KILL_TIME_LIMIT}))
   stopped= victims= sids= groups= frozen= held= _vanishing=0
   while :; do
+    _before=$groups
     scan
+    if [ -n "$_live" ] && unknown_lease; then
+      # A server the caller did not know of is alive: what this round found may be its
+      # shells. What earlier rounds stopped is killed; the caller asks again.
+      groups=$_before
+      finish {ORPHANS_UNSURE}
+      return {ORPHANS_UNSURE}
+    fi
     if [ -n "$vanished" ] && [ -z "$frozen" ]; then
       # A process vanished between a listing and its reading: it may have forked a child the
       # listing missed, so this round proves nothing and another looks again. When rounds keep
@@ -256,13 +320,14 @@ request() {{
   case $_id in ""|*[!0-9]*) return ;; esac
   [ "${{#_id}}" -le 9 ] || return
   case $_verb in
-    session)
+    session|orphans)
+      # Tags, or the ids of the live servers: 32 hex digits each.
       [ $# -ge 1 ] || return
       for _t in "$@"; do
         case $_t in *[!0-9a-f]*) return ;; esac
         [ "${{#_t}}" -eq 32 ] || return
       done
-      kill_session "$@"
+      "kill_$_verb" "$@"
       echo "$_id done $?" ;;
     instance)
       [ $# -eq 1 ] || return
@@ -306,9 +371,26 @@ REAPER_SCRIPT_VARIABLE = "JUPYTER_TOOL_TERMINAL_REAPER"
 #: The reaper's command line; short, because ``ps`` (and ``docker top``) cut long ones.
 REAPER_COMMAND = ["/bin/sh", "-c", f'eval "${REAPER_SCRIPT_VARIABLE}"']
 
+
+def lease_command(server_id: str) -> list[str]:
+    """The command line of a reaper that is also ``server_id``'s lease."""
+    return [*REAPER_COMMAND, LEASE_NAME, server_id]
+
+
+def lease_of(arguments: t.Sequence[str]) -> str | None:
+    """The server id of a lease exec with these arguments (the engine's record of an exec's
+    command line after its program); ``None`` if it is no lease."""
+    if list(arguments[:-2]) == REAPER_COMMAND[1:] and arguments[-2:-1] == [LEASE_NAME]:
+        server_id = arguments[-1]
+        return server_id if _TAG.fullmatch(server_id) else None
+    return None
+
+
 # Tags are the server's own random hex tokens (``secrets.token_hex(16)``).
 _TAG = re.compile(r"[0-9a-f]{32}")
 _ANSWER = re.compile(rb"(\d{1,9}) done (\d{1,3})(?: (\d{1,18}))?")
+#: The largest frame of a reaper's stream that is read (its answers are a few bytes).
+_MAX_FRAME = 1 << 16
 #: How many tags one request names at most (a line stays short for ``read``).
 MAX_TAGS_PER_REQUEST = 100
 
@@ -323,7 +405,7 @@ class Answer:
 
 def request_words(verb: str, arguments: list[str]) -> list[str]:
     """Check a request and return its words (verb first); ``ValueError`` if malformed."""
-    if verb == "session":
+    if verb in ("session", "orphans"):
         if not arguments or not all(_TAG.fullmatch(tag) for tag in arguments):
             msg = f"not kill tags: {arguments!r}"
             raise ValueError(msg)
@@ -353,14 +435,15 @@ class ReaperGone(Exception):
 class Reaper:
     """The server's end of a reaper exec: its hijacked, multiplexed (non-TTY) stream.
 
-    One request at a time: the caller serialises requests per container.
+    Requests are sent one at a time (a request waits for the one before it to be answered).
     """
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._reader = reader
-        self._writer = writer
+    def __init__(self, stream: ShellStream) -> None:
+        self._stream = stream
+        self._incoming = bytearray()
         self._stdout = b""
         self._ids = itertools.count(1)
+        self._turn = asyncio.Lock()
         self.broken = False
 
     async def request(self, verb: str, arguments: list[str], timeout: float) -> Answer:
@@ -371,16 +454,18 @@ class Reaper:
         if self.broken:
             raise ReaperGone
         words = request_words(verb, arguments)
-        request_id = next(self._ids) % 10**9
-        try:
-            return await asyncio.wait_for(self._exchange(request_id, words), timeout)
-        except (asyncio.TimeoutError, OSError, asyncio.IncompleteReadError) as error:
-            self.close()
-            raise ReaperGone from error
+        async with self._turn:
+            if self.broken:
+                raise ReaperGone
+            request_id = next(self._ids) % 10**9
+            try:
+                return await asyncio.wait_for(self._exchange(request_id, words), timeout)
+            except (asyncio.TimeoutError, OSError) as error:
+                self.close()
+                raise ReaperGone from error
 
     async def _exchange(self, request_id: int, words: list[str]) -> Answer:
-        self._writer.write(f"{request_id} {' '.join(words)}\n".encode())
-        await self._writer.drain()
+        await self._stream.write(f"{request_id} {' '.join(words)}\n".encode())
         while True:
             # Lines that answer nothing the server asked (someone in the container wrote to
             # the reaper's stdin) are skipped.
@@ -393,18 +478,33 @@ class Reaper:
         # big-endian u32), then the payload. Only stdout carries answers. (The SDK's own frame
         # readers in docker.utils.socket block on a socket; this one reads the event loop's.)
         while b"\n" not in self._stdout:
-            header = await self._reader.readexactly(8)
-            payload = await self._reader.readexactly(int.from_bytes(header[4:8], "big"))
+            header = await self._read_exactly(8)
+            payload = await self._read_exactly(int.from_bytes(header[4:8], "big"))
             if header[0] == STDOUT:
                 self._stdout += payload
                 if len(self._stdout) > 1 << 16:
                     # Nothing the reaper prints is this long: someone else is writing.
-                    raise asyncio.IncompleteReadError(self._stdout, None)
+                    msg = "the reaper's output is not its answers"
+                    raise ConnectionError(msg)
         line, _, self._stdout = self._stdout.partition(b"\n")
         return line
+
+    async def _read_exactly(self, size: int) -> bytes:
+        if size > _MAX_FRAME:
+            msg = "a frame larger than any answer"
+            raise ConnectionError(msg)
+        while len(self._incoming) < size:
+            data = await self._stream.read(_MAX_FRAME)
+            if not data:
+                msg = "the reaper's stream ended"
+                raise ConnectionError(msg)
+            self._incoming += data
+        piece = bytes(self._incoming[:size])
+        del self._incoming[:size]
+        return piece
 
     def close(self) -> None:
         """Close the stream: the reaper reads end-of-file and exits."""
         self.broken = True
         with contextlib.suppress(Exception):
-            self._writer.close()
+            self._stream.close()

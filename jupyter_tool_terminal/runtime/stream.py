@@ -19,6 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
+import contextlib
+import queue
+import socket
 import threading
 import typing as t
 
@@ -187,3 +191,108 @@ class ShellStream(asyncio.BufferedProtocol):
         """Close the connection (this alone does not end the shell)."""
         if self.transport is not None:
             self.transport.close()
+
+
+#: Bytes a :class:`ThreadTransport` queues for sending before its stream's writers wait.
+THREAD_WRITE_LIMIT = 64 * 1024
+
+
+class ThreadTransport(asyncio.Transport):
+    """Fallback for sockets the event loop cannot drive (an exec over SSH, named pipes).
+
+    One thread reads the socket into a :class:`ShellStream` and stops while the stream is
+    paused, so the stream's bound holds here too; another sends what is written, in order,
+    and the stream's writers wait while more than ``THREAD_WRITE_LIMIT`` bytes are queued.
+    """
+
+    def __init__(
+        self, sock: t.Any, stream: ShellStream, loop: asyncio.AbstractEventLoop, name: str
+    ) -> None:
+        super().__init__()
+        self._sock = sock
+        self._stream = stream
+        self._loop = loop
+        self._reading = threading.Event()
+        self._reading.set()
+        self._closed = False
+        self._outgoing: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._queued = 0
+        self._writing_paused = False
+        stream.connection_made(self)
+        threading.Thread(target=self._pump, name=name, daemon=True).start()
+        threading.Thread(target=self._send, name=f"{name}-send", daemon=True).start()
+
+    def _pump(self) -> None:
+        while True:
+            self._reading.wait()
+            try:
+                data = b"" if self._closed else self._sock.recv(READ_SIZE)
+            except OSError:
+                data = b""
+            if not data:
+                with contextlib.suppress(RuntimeError):  # the event loop is closed
+                    self._loop.call_soon_threadsafe(self._stream.eof_received)
+                    self._loop.call_soon_threadsafe(self._stream.connection_lost, None)
+                return
+            # Wait until the stream took the piece (and paused, if it is full) before the
+            # next recv: the thread would otherwise read on while the loop is busy.
+            delivered: concurrent.futures.Future[None] = concurrent.futures.Future()
+            try:
+                self._loop.call_soon_threadsafe(self._deliver, data, delivered)
+            except RuntimeError:  # the event loop is closed: nobody reads any more
+                return
+            delivered.result()
+
+    def _deliver(self, data: bytes, delivered: concurrent.futures.Future[None]) -> None:
+        try:
+            self._stream.data_received(data)
+        finally:
+            delivered.set_result(None)
+
+    def _send(self) -> None:
+        while (data := self._outgoing.get()) is not None:
+            try:
+                self._sock.sendall(data)
+            except OSError:
+                return  # the connection is gone: the reader sees its end
+            try:
+                self._loop.call_soon_threadsafe(self._sent, len(data))
+            except RuntimeError:
+                return
+
+    def _sent(self, size: int) -> None:
+        self._queued -= size
+        if self._writing_paused and self._queued <= THREAD_WRITE_LIMIT // 4:
+            self._writing_paused = False
+            self._stream.resume_writing()
+
+    def pause_reading(self) -> None:
+        self._reading.clear()
+
+    def resume_reading(self) -> None:
+        self._reading.set()
+
+    def is_reading(self) -> bool:
+        return self._reading.is_set()
+
+    def is_closing(self) -> bool:
+        return self._closed
+
+    def write(self, data: t.Any) -> None:
+        if self._closed:
+            return
+        piece = bytes(data)
+        self._queued += len(piece)
+        self._outgoing.put(piece)
+        if not self._writing_paused and self._queued > THREAD_WRITE_LIMIT:
+            self._writing_paused = True
+            self._stream.pause_writing()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._outgoing.put(None)
+            self._reading.set()
+            with contextlib.suppress(OSError):
+                self._sock.shutdown(socket.SHUT_RDWR)
+            self._sock.close()
