@@ -98,6 +98,24 @@ def running_hub(directory: Path, extra_config: str = "", attempts: int = 2) -> t
         return
 
 
+def service_roles(service: str) -> str:
+    """Hub config: users may use the tool-terminal service ``service``, which reports their
+    activity to the Hub (their work there keeps them alive) and checks the user names that
+    terminals are shared with."""
+    return f"""
+c.JupyterHub.load_roles.append(
+    {{"name": "user", "scopes": ["self", "access:services!service={service}"]}}
+)
+c.JupyterHub.load_roles.append(
+    {{
+        "name": "tool-terminal-service",
+        "scopes": ["users:activity", "read:users:name"],
+        "services": [{service!r}],
+    }}
+)
+"""
+
+
 def service_mode_config(
     directory: Path,
     service: str,
@@ -147,19 +165,7 @@ c.JupyterHub.services.append(
         "environment": {service_environment!r},
     }}
 )
-c.JupyterHub.load_roles.append(
-    {{"name": "user", "scopes": ["self", "access:services!service={service}"]}}
-)
-# The service reports its users' activity to the Hub (their work there keeps them alive) and
-# checks the user names that terminals are shared with.
-c.JupyterHub.load_roles.append(
-    {{
-        "name": "tool-terminal-service",
-        "scopes": ["users:activity", "read:users:name"],
-        "services": [{service!r}],
-    }}
-)
-c.JupyterHub.spawner_class = "simple"
+{service_roles(service)}c.JupyterHub.spawner_class = "simple"
 c.SimpleLocalProcessSpawner.home_dir_template = "{directory}/home/{{username}}"
 c.Spawner.cmd = [{sys.executable!r}, "-m", "jupyterhub.singleuser"]
 c.Spawner.http_timeout = 60

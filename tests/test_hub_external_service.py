@@ -22,7 +22,7 @@ import pytest
 from jupyter_tool_terminal.service import external_service_environment
 
 from .conftest import InstanceFactory
-from .hub import REPO, Browser, Hub, free_port, wait_for_service
+from .hub import REPO, Browser, Hub, free_port, service_roles, wait_for_service
 from .terminal_client import TerminalClient
 
 SERVICE = "tool-terminal"
@@ -40,17 +40,7 @@ c.JupyterHub.services.append(
         "oauth_no_confirm": True,
     }}
 )
-c.JupyterHub.load_roles.append(
-    {{"name": "user", "scopes": ["self", "access:services!service={SERVICE}"]}}
-)
-c.JupyterHub.load_roles.append(
-    {{
-        "name": "tool-terminal-service",
-        "scopes": ["users:activity", "read:users:name"],
-        "services": [{SERVICE!r}],
-    }}
-)
-"""
+{service_roles(SERVICE)}"""
 
 
 class ExternalService:

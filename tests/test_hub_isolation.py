@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import InstanceFactory
-from .hub import REPO, Browser, Hub, free_port, running_hub, wait_for_service
+from .hub import REPO, Browser, Hub, free_port, running_hub, service_roles, wait_for_service
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0, reason="creates Unix users and runs a Hub as root (CI runs as root)"
@@ -157,17 +157,7 @@ c.JupyterHub.services.append(
         "environment": {{"PYTHONPATH": {str(REPO)!r}}},
     }}
 )
-c.JupyterHub.load_roles.append(
-    {{"name": "user", "scopes": ["self", "access:services!service={SERVICE}"]}}
-)
-c.JupyterHub.load_roles.append(
-    {{
-        "name": "tool-terminal-service",
-        "scopes": ["users:activity", "read:users:name"],
-        "services": [{SERVICE!r}],
-    }}
-)
-c.JupyterHub.spawner_class = "localprocess"
+{service_roles(SERVICE)}c.JupyterHub.spawner_class = "localprocess"
 c.Spawner.cmd = [{str(users_env / "bin" / "jupyterhub-singleuser")!r}]
 c.Spawner.environment = {{
     "JUPYTER_CONFIG_DIR": {str(user_config)!r},
