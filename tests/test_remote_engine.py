@@ -143,6 +143,7 @@ def tls_engine() -> t.Iterator[dict[str, str]]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+@pytest.mark.timeout(900)  # a whole contract run of its own, against the TLS engine
 def test_the_contract_holds_on_a_remote_engine_over_tls(tls_engine: dict[str, str]) -> None:
     environment = {**os.environ, **tls_engine, "PYTHONPATH": str(REPO)}
     # requests lets these override the SDK's own CA (psf/requests#3829): a host that sets them
