@@ -18,7 +18,9 @@ from .conftest import (
     Api,
     InstanceFactory,
     both_runtimes,
+    container_processes,
     wait_for_processes,
+    wait_until,
 )
 from .terminal_client import TerminalClient
 
@@ -149,6 +151,14 @@ class TestFrameSizeCap:
         container = make_instance()
         _, term = await alice.terminal(container.name)
         term.send("stdin", "cat > /tmp/received\r")
+
+        async def cat_reads() -> bool:
+            processes = await asyncio.to_thread(container_processes, container)
+            return "cat" in processes
+
+        # The oversized frame must find `cat` reading (a shell still starting would make the
+        # test pass for the wrong reason: nothing there to write to).
+        await wait_until(cat_reads)
         term.ws.write_message(json.dumps(["stdin", "x" * (64 * 1024)]))
         await term.wait_closed(timeout=5)
         assert term.ws.close_code == 1009
