@@ -28,7 +28,7 @@ import type { ToolInstances } from './instances';
 import { instanceLabel } from './instances';
 import { notesBody, notesSummary } from './notes';
 import { ToolTerminalPanel } from './panel';
-import { sessionArg, trackSessions } from './restorer';
+import { endedArg, sessionArg, trackSessions } from './restorer';
 import type { IToolInstance } from './tokens';
 import { CommandIDs, TRANSLATION_DOMAIN } from './tokens';
 
@@ -90,14 +90,16 @@ export function addCommands(
   const open = async (
     instance: string,
     session: string | undefined,
-    name: string | undefined
+    name: string | undefined,
+    ended: string | undefined
   ): Promise<MainAreaWidget<ToolTerminalPanel>> => {
     const content = new ToolTerminalPanel({
       instance,
       serverSettings: options.serverSettings,
       translator,
       terminalOptions: options.terminalOptions,
-      sessionId: session
+      sessionId: session,
+      endMessage: ended
     });
     const widget = new MainAreaWidget({ content });
     widget.id = name ?? `tool-terminal-${UUID.uuid4()}`;
@@ -272,7 +274,7 @@ export function addCommands(
           return;
         }
       }
-      return open(instance, sessionArg(args), name);
+      return open(instance, sessionArg(args), name, endedArg(args));
     }
   });
 

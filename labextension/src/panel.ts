@@ -59,6 +59,7 @@ export class ToolTerminalPanel extends Panel {
     this._terminalOptions = { ...(options.terminalOptions ?? {}) };
     // An empty id is no session (older layouts saved one).
     this._sessionId = options.sessionId || null;
+    this._endMessage = options.endMessage || null;
 
     this._status = new Widget();
     this._status.addClass(STATUS_CLASS);
@@ -122,6 +123,22 @@ export class ToolTerminalPanel extends Panel {
   }
 
   /**
+   * What the panel said when its session ended (an exit, a stopped
+   * instance, a revoked access), or `null` while it is live. Saved with the
+   * layout, so that a reload says the same instead of guessing.
+   */
+  get endMessage(): string | null {
+    return this._endMessage;
+  }
+
+  /**
+   * A signal emitted when {@link endMessage} changed.
+   */
+  get endMessageChanged(): ISignal<this, void> {
+    return this._endMessageChanged;
+  }
+
+  /**
    * A signal emitted when the panel's session is over (its shell ended, it
    * was killed or its instance stopped).
    */
@@ -181,7 +198,9 @@ export class ToolTerminalPanel extends Panel {
     if (session === null) {
       // The id stays saved: the next reload says the same, rather than
       // starting a shell nobody asked for. "Start a new session" forgets it.
-      this._showStatus(await this._goneMessage(), true);
+      // How it ended, when the page saw it, says more than the instance's
+      // state now (a stopped instance may run again by the reload).
+      this._showStatus(this._endMessage ?? (await this._goneMessage()), true);
       return;
     }
     this._attach(session);
@@ -415,6 +434,17 @@ export class ToolTerminalPanel extends Panel {
     } else {
       this._restartButton.hidden = false;
       this._status.addClass('jp-mod-ended');
+      this._rememberEnd(this._message.textContent ?? '');
+    }
+  }
+
+  /**
+   * Keep what the panel says about its ended session, for the next reload.
+   */
+  private _rememberEnd(message: string): void {
+    if (message !== '' && message !== this._endMessage) {
+      this._endMessage = message;
+      this._endMessageChanged.emit();
     }
   }
 
@@ -462,6 +492,10 @@ export class ToolTerminalPanel extends Panel {
     session: ISessionModel
   ): void {
     this._sessionId = session.id;
+    if (this._endMessage !== null) {
+      this._endMessage = null;
+      this._endMessageChanged.emit();
+    }
     this._sessionChanged.emit(session);
   }
 
@@ -478,6 +512,9 @@ export class ToolTerminalPanel extends Panel {
     isError = false
   ): void {
     this._message.textContent = message;
+    if (offerRestart && this._connection?.hasEnded) {
+      this._rememberEnd(message);
+    }
     this._restartButton.hidden = !offerRestart;
     this._status.toggleClass('jp-mod-error', isError);
     this._status.toggleClass('jp-mod-ended', offerRestart);
@@ -518,6 +555,8 @@ export class ToolTerminalPanel extends Panel {
   private _restartButton: HTMLButtonElement;
   private _sessionChanged = new Signal<this, ISessionModel>(this);
   private _sessionEnded = new Signal<this, void>(this);
+  private _endMessage: string | null;
+  private _endMessageChanged = new Signal<this, void>(this);
 }
 
 /**
@@ -553,6 +592,12 @@ export namespace ToolTerminalPanel {
      * is gone the panel says so and offers a new session. Empty is none.
      */
     sessionId?: string;
+
+    /**
+     * What the panel said when that session ended, if the page saw it end
+     * (saved with the layout); empty is nothing.
+     */
+    endMessage?: string;
   }
 }
 

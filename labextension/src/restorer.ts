@@ -13,8 +13,9 @@ import { CommandIDs } from './tokens';
 
 /**
  * What the layout restorer saves of a panel, and gives back to the open
- * command after a reload: the instance, the panel id and the session id
- * (only when the panel has one: an empty id is never saved).
+ * command after a reload: the instance, the panel id, the session id (only
+ * when the panel has one: an empty id is never saved) and, once that
+ * session ended, what the panel said about it.
  *
  * @param widget - A tool terminal panel.
  */
@@ -22,10 +23,12 @@ export function restoreArgs(
   widget: MainAreaWidget<ToolTerminalPanel>
 ): ReadonlyJSONObject {
   const session = widget.content.sessionId;
+  const ended = widget.content.endMessage;
   return {
     instance: widget.content.instanceId,
     name: widget.id,
-    ...(session ? { session } : {})
+    ...(session ? { session } : {}),
+    ...(session && ended ? { ended } : {})
   };
 }
 
@@ -38,8 +41,17 @@ export function restoreArgs(
 export function sessionArg(
   args: ReadonlyPartialJSONObject
 ): string | undefined {
-  const session = args.session;
-  return typeof session === 'string' && session !== '' ? session : undefined;
+  return Private.nonEmptyString(args.session);
+}
+
+/**
+ * What a restored panel said when its session ended, if the arguments
+ * carry it: a non-empty string, else `undefined`.
+ *
+ * @param args - The open command's arguments.
+ */
+export function endedArg(args: ReadonlyPartialJSONObject): string | undefined {
+  return Private.nonEmptyString(args.ended);
 }
 
 /**
@@ -76,9 +88,23 @@ export function trackSessions(
   tracker: WidgetTracker<MainAreaWidget<ToolTerminalPanel>>,
   widget: MainAreaWidget<ToolTerminalPanel>
 ): void {
-  widget.content.sessionChanged.connect(() => {
+  const save = () => {
     if (tracker.has(widget)) {
       void tracker.save(widget);
     }
-  });
+  };
+  widget.content.sessionChanged.connect(save);
+  widget.content.endMessageChanged.connect(save);
+}
+
+/**
+ * Module internals.
+ */
+namespace Private {
+  /**
+   * A value, if it is a non-empty string.
+   */
+  export function nonEmptyString(value: unknown): string | undefined {
+    return typeof value === 'string' && value !== '' ? value : undefined;
+  }
 }

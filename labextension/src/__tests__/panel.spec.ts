@@ -116,6 +116,42 @@ describe('ToolTerminalPanel', () => {
     stopped.panel.dispose();
   });
 
+  it('names how a restored session ended when the page saw it end', async () => {
+    // The instance stopped while the page was open, and runs again by the
+    // reload: the saved reason is what the panel says, not a guess.
+    const made = makeSettings([
+      { status: 200, body: [] },
+      { status: 200, body: [instanceModel()] }
+    ]);
+    const panel = new ToolTerminalPanel({
+      instance: 'pg-1',
+      serverSettings: made.settings,
+      sessionId: 's1',
+      endMessage: 'The tool instance pg-1 stopped; the terminal has ended.'
+    });
+    await panel.start();
+    const text =
+      panel.node.querySelector('.jp-ToolTerminal-status')!.textContent ?? '';
+    expect(text).toContain('The tool instance pg-1 stopped');
+    expect(panel.endMessage).toBe(
+      'The tool instance pg-1 stopped; the terminal has ended.'
+    );
+    panel.dispose();
+  });
+
+  it('remembers why its session ended, for the next reload', async () => {
+    const t = makePanel([{ status: 201, body: sessionModel('s1') }]);
+    const saved: (string | null)[] = [];
+    t.panel.endMessageChanged.connect(() => saved.push(t.panel.endMessage));
+    await t.panel.start();
+    expect(t.panel.endMessage).toBeNull();
+    FakeWebSocket.last.receive(['error', 'Access to this session ended.']);
+    FakeWebSocket.last.receive(['disconnect', 1]);
+    await until(() => saved.length > 0);
+    expect(t.panel.endMessage).toBe('Access to this session ended.');
+    t.panel.dispose();
+  });
+
   it('"Start a new session" starts one after a restored session ended', async () => {
     const t = makePanel(
       [

@@ -100,10 +100,10 @@ describe('api: session lookups', () => {
 });
 
 describe('restorer', () => {
-  const widget = (sessionId: string | null) =>
+  const widget = (sessionId: string | null, endMessage: string | null = null) =>
     ({
       id: 'tool-terminal-1',
-      content: { instanceId: 'pg-1', sessionId }
+      content: { instanceId: 'pg-1', sessionId, endMessage }
     }) as never;
 
   it('saves the instance, the panel id and the session', () => {
@@ -120,6 +120,17 @@ describe('restorer', () => {
       name: 'tool-terminal-1'
     });
     expect(restoreArgs(widget(''))).not.toHaveProperty('session');
+  });
+
+  it('saves how the session ended, once it did', () => {
+    expect(
+      restoreArgs(widget('s1', 'The tool instance pg-1 stopped.'))
+    ).toEqual({
+      instance: 'pg-1',
+      name: 'tool-terminal-1',
+      session: 's1',
+      ended: 'The tool instance pg-1 stopped.'
+    });
   });
 
   it('takes only a non-empty string for a session', () => {
