@@ -306,3 +306,32 @@ class TestRefusals:
             if fields[0] == "Z" and int(fields[1]) == os.getpid():
                 zombies.append(pid)
         assert zombies == []
+
+
+class TestToolPrompt:
+    """A tool type's ``PS1`` is the prompt of its local login shells, whatever the profile
+    files set (Debian's ``/etc/profile`` sets ``PS1='# '`` for sh and sources
+    ``/etc/bash.bashrc`` for bash, and a user's ``~/.bashrc`` usually sets its own)."""
+
+    @pytest.fixture
+    def tool_types(self) -> dict[str, t.Any]:
+        prompt = {"PS1": "tool-prompt:$ "}
+        return {
+            "sh": {"shell": ["/bin/sh", "-l"], "env": prompt},
+            "bash": {"shell": ["bash", "-l"], "env": prompt},
+        }
+
+    @pytest.fixture
+    def extension_config(self, tmp_path: Path) -> dict[str, t.Any]:
+        return {"runtime": "local", **_config(tmp_path, plain="sh", bourne="bash")}
+
+    @pytest.mark.parametrize("instance", ["plain", "bourne"])
+    async def test_the_tool_prompt_wins_over_the_profile_files(
+        self, alice: Api, instance: str
+    ) -> None:
+        _, term = await alice.terminal(instance)
+        term.send("stdin", "echo ready\r")
+        await term.expect(r"ready\r\n")
+        # The prompt the shell shows after a command is the tool's.
+        await term.expect(r"ready\r\n[^\n]*tool-prompt:\$ ")
+        assert await term.run("echo $PS1") == "tool-prompt:$\r\n"

@@ -276,6 +276,24 @@ class _LocalShellChannel(ShellChannel):
         self._process.closed = True
 
 
+#: Variables that carry a tool type's prompt past the login shell's profile files, which set
+#: their own (Debian's ``/etc/profile`` sets ``PS1='# '`` for sh and sources
+#: ``/etc/bash.bashrc`` for bash; a user's ``~/.bashrc`` usually sets one too). An interactive
+#: POSIX shell (dash, BusyBox ash) reads the file named by ``ENV`` after the profile files; bash
+#: does not, but runs ``PROMPT_COMMAND`` before its first prompt, after all of them.
+PROMPT_VARIABLE = "JUPYTER_TOOL_TERMINAL_PS1"
+USER_ENV_VARIABLE = "JUPYTER_TOOL_TERMINAL_USER_ENV"
+PROMPT_COMMAND = f"PS1=${PROMPT_VARIABLE}; unset PROMPT_COMMAND {PROMPT_VARIABLE}"
+#: The ``ENV`` file: the user's own ``ENV`` file first (it is read instead of it), then the
+#: tool type's prompt.
+PROMPT_FILE = f"""# jupyter-tool-terminal: the tool type's prompt, over what the profile files set
+if [ -n "${{{USER_ENV_VARIABLE}-}}" ]; then . "${USER_ENV_VARIABLE}"; fi
+unset {USER_ENV_VARIABLE}
+if [ -n "${{{PROMPT_VARIABLE}+set}}" ]; then PS1=${PROMPT_VARIABLE}; fi
+unset PROMPT_COMMAND {PROMPT_VARIABLE}
+"""
+
+
 class LocalRuntime(ToolRuntime):
     """Tool instances are working directories on this machine; shells are local PTYs run as
     the server's user. Instances come from ``ToolTerminalApp.local_instances``."""
@@ -434,7 +452,32 @@ class LocalRuntime(ToolRuntime):
         environment.update(
             shell_environment(tool, tag=tag, has_lang="LANG" in environment, server=server)
         )
+        if "PS1" in tool.env:
+            self._keep_tool_prompt(environment, tool.env["PS1"])
         return environment
+
+    def _keep_tool_prompt(self, environment: dict[str, str], prompt: str) -> None:
+        """Make the tool type's prompt win over the profile files' (see ``PROMPT_FILE``)."""
+        try:
+            path = self._prompt_file()
+        except OSError as error:
+            self.log.debug("No prompt file in %s: %s", self.lease_dir, error)
+            return
+        environment[PROMPT_VARIABLE] = prompt
+        environment["PROMPT_COMMAND"] = PROMPT_COMMAND
+        if "ENV" in environment:
+            environment[USER_ENV_VARIABLE] = environment["ENV"]
+        environment["ENV"] = path
+
+    def _prompt_file(self) -> str:
+        path = os.path.join(self.lease_dir, "prompt.sh")
+        if not os.path.exists(path):
+            os.makedirs(self.lease_dir, mode=0o700, exist_ok=True)
+            staging = f"{path}.{secrets.token_hex(4)}"
+            with open(staging, "w") as file:
+                file.write(PROMPT_FILE)
+            os.replace(staging, path)
+        return path
 
     async def list_instances(self, owner: str) -> list[Instance]:
         if owner != self.owner:
