@@ -30,38 +30,64 @@ async def test_every_byte_of_a_large_output_arrives(
 
 
 async def test_a_client_that_stops_reading_applies_backpressure(
-    alice: Api, bob: Api, make_instance: InstanceFactory
+    alice: Api, bob: Api, make_instance: InstanceFactory, jp_http_port: int, jp_base_url: str
 ) -> None:
     flooded, quiet = make_instance(owner="alice"), make_instance(owner="bob")
-    _, flood = await alice.terminal(flooded.name)
+    model = await alice.open_session(flooded.name)
+    # A receive buffer of a fixed size: the kernel does not grow it (nor, with the window it
+    # gives, the server's send buffer) while the client reads nothing, so what the flood can
+    # put on the way is bounded and `yes` is soon blocked, on a fast path or a slow one.
+    flood = await RawTerminalClient.connect(
+        jp_http_port,
+        f"{jp_base_url}tool-terminal/websocket/{model['id']}",
+        ALICE,
+        receive_buffer=64 * 1024,
+    )
     _, other = await bob.terminal(quiet.name)
     await other.run("true")
     rss_before = rss_mib()
-    flood.send("stdin", "yes flood-line-with-some-length\r")
-    await flood.expect("flood-line-with-some-length\r\nflood-line")
+    try:
+        assert await flood.next_frame() == ["setup", {}]
+        flood.send("stdin", "yes flood-line-with-some-length\r")
+        while flood.received < 256 * 1024:
+            await flood.next_frame()
 
-    # Alice's client reads nothing for a while; meanwhile bob types.
-    latencies = []
-    states: list[str] = []
-    deadline = time.monotonic() + 3
-    while time.monotonic() < deadline:
-        started = time.monotonic()
-        assert await other.run("echo ok") == "ok\r\n"
-        latencies.append(time.monotonic() - started)
-        top = await asyncio.to_thread(flooded.top, ps_args="-eo pid,stat,args")
-        states += [row[1] for row in top["Processes"] if row[2].startswith("yes ")]
-    grown = rss_mib() - rss_before
-    assert grown < 64, f"server memory grew by {grown:.0f} MiB"
-    # `yes` spends its time blocked on the full terminal: the server stopped reading it.
-    assert states.count("S") + states.count("S+") >= len(states) * 0.7, states
-    # Bob's every command completed (asserted above); one slow sample on a busy machine is
-    # no stall, a median over the flood is.
-    assert statistics.median(latencies) < 0.5, latencies
+        async def flood_states() -> list[str]:
+            # BusyBox runs `yes` in a fork of the shell, without exec: its command line is
+            # the shell's. It is the terminal's foreground job (`+`), which the shell is not.
+            top = await asyncio.to_thread(flooded.top, ps_args="-eo pid,stat,args")
+            return [row[1] for row in top["Processes"] if "+" in row[1]]
 
-    # Alice reads again: the flood resumes, and Ctrl-C still works.
-    flood.output = ""
-    flood.send("stdin", "\x03")
-    assert await flood.run("echo recovered", timeout=30) == "recovered\r\n"
+        async def flood_blocked() -> bool:
+            return "S+" in await flood_states()
+
+        # The client reads nothing from here on; once every buffer on the way is full, `yes`
+        # blocks. Meanwhile bob types.
+        await wait_until(flood_blocked, timeout=20)
+        latencies = []
+        states: list[str] = []
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            started = time.monotonic()
+            assert await other.run("echo ok") == "ok\r\n"
+            latencies.append(time.monotonic() - started)
+            states += await flood_states()
+        grown = rss_mib() - rss_before
+        assert grown < 64, f"server memory grew by {grown:.0f} MiB"
+        # `yes` spends its time blocked on the full terminal: the server stopped reading it.
+        assert states, "no sample of the flooding job"
+        assert states.count("S+") >= len(states) * 0.7, states
+        # Bob's every command completed (asserted above); one slow sample on a busy machine
+        # is no stall, a median over the flood is.
+        assert statistics.median(latencies) < 0.5, latencies
+
+        # The client reads again: the flood resumes, and Ctrl-C still works.
+        reading = asyncio.create_task(flood.read_until("recovered"))
+        flood.send("stdin", "\x03")
+        flood.send("stdin", "echo reco''vered\r")
+        await asyncio.wait_for(reading, timeout=30)
+    finally:
+        flood.close()
 
 
 async def test_a_stalled_browser_tab_holds_the_flood_in_the_shell_not_the_server(
