@@ -19,6 +19,7 @@ import re
 import typing as t
 
 import docker
+import docker.constants
 import docker.errors
 import docker.tls
 
@@ -57,13 +58,20 @@ class EngineSpec:
             )
         # ssh:// through the ssh client of the host (its keys, known_hosts and config), not a
         # Python SSH library.
-        return docker.APIClient(
+        client = docker.APIClient(
             base_url=self.url,
             tls=tls,
             use_ssh_client=self.url.startswith("ssh://"),
-            version="auto",
+            # The lowest API version, until the engine's own is asked below.
+            version=docker.constants.MINIMUM_DOCKER_API_VERSION,
             **kwargs,
         )
+        # requests lets REQUESTS_CA_BUNDLE override the engine's own CA (psf/requests#3829):
+        # a host that sets it for its public CAs would refuse the engine's certificate.
+        client.trust_env = False
+        # What version="auto" does, once the environment is out of the way.
+        client._version = client._retrieve_server_version()  # noqa: SLF001
+        return client
 
 
 def parse_engines(value: t.Mapping[str, t.Any]) -> dict[str, EngineSpec]:
