@@ -69,7 +69,7 @@ class Containers:
         self.created: list[tuple[str, t.Any]] = []
 
     def make(self, engine: str, owner: str = "alice") -> t.Any:
-        conftest._SDK_ON_LOOP_ALLOWED.value = True  # noqa: SLF001 - fixture code, before use
+        conftest._SDK_ON_LOOP_ALLOWED.value = True
         try:
             client = self.hosts[engine].client()
             container = client.containers.run(
@@ -84,7 +84,7 @@ class Containers:
                 },
             )
         finally:
-            conftest._SDK_ON_LOOP_ALLOWED.value = False  # noqa: SLF001
+            conftest._SDK_ON_LOOP_ALLOWED.value = False
         self.created.append((engine, container))
         return container
 
@@ -143,7 +143,7 @@ async def _terminals(
 
 
 def _up(engine: str) -> float:
-    return metrics.ENGINE_UP.labels(engine)._value.get()  # noqa: SLF001
+    return float(metrics.ENGINE_UP.labels(engine)._value.get())
 
 
 async def test_lists_and_sessions_on_every_engine(

@@ -70,7 +70,7 @@ class EngineSpec:
         # a host that sets it for its public CAs would refuse the engine's certificate.
         client.trust_env = False
         # What version="auto" does, once the environment is out of the way.
-        client._version = client._retrieve_server_version()  # noqa: SLF001
+        client._version = client._retrieve_server_version()
         return client
 
 
