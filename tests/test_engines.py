@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import os
 import signal
 import statistics
+import subprocess
+import sys
 import time
 import typing as t
 import uuid
@@ -23,11 +27,13 @@ from traitlets.config import Config
 from jupyter_tool_terminal import metrics
 
 from . import conftest
-from .conftest import TEST_IMAGE, Api, wait_until
+from .conftest import REPO, TEST_IMAGE, Api, wait_until
 from .engines import Dockerd, Namespace, needs_root_and_tools
 from .terminal_client import TerminalClient
 
 NAMES = ("a", "b", "tls")
+#: What runs again with several engines configured (containers on the machine's engine).
+CONTRACT_TESTS = ["tests/test_terminal.py"]
 #: A background job a session leaves behind: its kill must find it, however late.
 BACKGROUND = "sleep 4242"
 
@@ -254,3 +260,31 @@ async def test_start_up_with_one_engine_down(
 
 async def _up_async(engine: str) -> bool:
     return _up(engine) == 1
+
+
+@pytest.mark.timeout(600)  # a contract run of its own
+def test_the_contract_holds_with_several_engines(engine_hosts: dict[str, Dockerd]) -> None:
+    machine = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    engines = {"main": {"url": machine}, **{n: engine_hosts[n].config for n in ("a", "tls")}}
+    environment = {
+        **os.environ,
+        "JTT_TEST_ENGINES": json.dumps(engines),
+        "JTT_TEST_ENGINE": "main",
+        "PYTHONPATH": str(REPO),
+    }
+    result = subprocess.run(
+        [
+            *(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"),
+            *("-k", "not local", *CONTRACT_TESTS),
+        ],
+        cwd=REPO,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    summary = result.stdout.strip().splitlines()[-1:] or [result.stderr[-2000:]]
+    assert result.returncode == 0, result.stdout[-6000:]
+    assert " skipped" not in summary[0], summary
+    assert " passed" in summary[0], summary
