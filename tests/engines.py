@@ -14,6 +14,7 @@ import contextlib
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -164,8 +165,16 @@ class Dockerd:
                 pytest.fail(f"containerd of {self.name} did not start:\n{tail}")
             time.sleep(0.05)
 
+    @property
+    def running(self) -> bool:
+        """Whether the daemon process is alive (it may be frozen)."""
+        return self.process is not None and self.process.poll() is None
+
     def start(self) -> None:
-        """Start the daemon (and its containerd, the first time) and wait until it answers."""
+        """Start the daemon (and its containerd, the first time) and wait until it answers;
+        nothing if it runs (a second daemon on its socket and pid file would break both)."""
+        if self.running:
+            return
         if self.containerd is None:
             self._start_containerd()
         folder = self.folder
@@ -244,7 +253,7 @@ class Dockerd:
 
     def remove(self) -> None:
         """Stop it, end its containers' processes and remove its folder."""
-        if self.process is not None and self.process.poll() is None:
+        if self.running:
             with contextlib.suppress(docker.errors.DockerException):
                 client = self.client()
                 for container in client.containers.list(all=True):
@@ -259,8 +268,11 @@ class Dockerd:
                 self.containerd.kill()
                 self.containerd.wait()
         # What the daemon mounted under its exec root and left (a killed one's).
-        umount = ["umount", "-R", str(self.folder / "exec")]
-        subprocess.run(umount, check=False, capture_output=True)
+        # What a daemon that did not stop cleanly left mounted (its containers' netns files).
+        with open("/proc/mounts") as mounts:
+            points = [line.split()[1] for line in mounts if f" {self.folder}/" in line]
+        for point in sorted(points, key=len, reverse=True):
+            subprocess.run(["umount", "-l", point], check=False, capture_output=True)
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
@@ -271,3 +283,90 @@ def needs_root_and_tools() -> None:
     for program in ("dockerd", "openssl", "ip"):
         if shutil.which(program) is None:
             pytest.skip(f"{program} is not installed (Debian: docker.io, openssl, iproute2)")
+
+
+#: The port of the test sshd (in the namespace, beside the TLS engine).
+SSH_PORT = 2222
+
+
+class SshHost:
+    """An sshd in the namespace whose one key may only run ``docker system dial-stdio``
+    against ``target`` (an engine reached as ``ssh://root@INSIDE:SSH_PORT``), and an ``ssh``
+    wrapper that trusts it with the test's own key and known_hosts (``bin`` goes first on
+    ``PATH``: the docker SDK runs the ``ssh`` it finds there)."""
+
+    def __init__(self, folder: Path, namespace: Namespace, target: Dockerd) -> None:
+        self.folder = folder
+        self.bin = folder / "bin"
+        self.bin.mkdir(parents=True)
+        for key in ("client", "host"):
+            subprocess.run(
+                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(folder / key)],
+                check=True,
+                capture_output=True,
+            )
+        client_key = (folder / "client.pub").read_text().strip()
+        forced = f"docker -H {target.socket} system dial-stdio"
+        (folder / "authorized_keys").write_text(
+            f'command="{forced}",no-pty,no-port-forwarding,no-agent-forwarding {client_key}\n'
+        )
+        (folder / "sshd_config").write_text(
+            f"ListenAddress {INSIDE}:{SSH_PORT}\n"
+            f"HostKey {folder / 'host'}\n"
+            f"AuthorizedKeysFile {folder / 'authorized_keys'}\n"
+            f"PidFile {folder / 'sshd.pid'}\n"
+            "StrictModes no\nUsePAM no\nPasswordAuthentication no\n"
+            "KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n"
+        )
+        host_key = (folder / "host.pub").read_text().split()[:2]
+        (folder / "known_hosts").write_text(f"[{INSIDE}]:{SSH_PORT} {' '.join(host_key)}\n")
+        (folder / "ssh_config").write_text(
+            "Host *\n"
+            f"  IdentityFile {folder / 'client'}\n  IdentitiesOnly yes\n"
+            f"  UserKnownHostsFile {folder / 'known_hosts'}\n"
+            "  StrictHostKeyChecking yes\n  BatchMode yes\n"
+        )
+        wrapper = self.bin / "ssh"
+        wrapper.write_text(f'#!/bin/sh\nexec /usr/bin/ssh -F {folder / "ssh_config"} "$@"\n')
+        wrapper.chmod(0o755)
+        # sshd's privilege separation directory (Debian's service makes it at start).
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
+        log = (folder / "sshd.log").open("ab")
+        self.process = subprocess.Popen(
+            [
+                *("nsenter", f"--net=/run/netns/{namespace.name}", "--"),
+                *("/usr/sbin/sshd", "-D", "-e", "-f", str(folder / "sshd_config")),
+            ],
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
+        log.close()
+        deadline = time.monotonic() + 30
+        while not self._listening():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                tail = (folder / "sshd.log").read_text(errors="replace")[-3000:]
+                pytest.fail(f"sshd did not start:\n{tail}")
+            time.sleep(0.05)
+
+    @staticmethod
+    def _listening() -> bool:
+        try:
+            socket.create_connection((INSIDE, SSH_PORT), timeout=1).close()
+        except OSError:
+            return False
+        return True
+
+    @property
+    def config(self) -> dict[str, t.Any]:
+        """Its entry in ``c.DockerRuntime.engines``."""
+        return {"url": f"ssh://root@{INSIDE}:{SSH_PORT}"}
+
+    def close(self) -> None:
+        """Stop sshd."""
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()

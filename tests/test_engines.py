@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -28,7 +29,7 @@ from jupyter_tool_terminal import metrics
 
 from . import conftest
 from .conftest import REPO, TEST_IMAGE, Api, wait_until
-from .engines import Dockerd, Namespace, needs_root_and_tools
+from .engines import Dockerd, Namespace, SshHost, needs_root_and_tools
 from .terminal_client import TerminalClient
 
 NAMES = ("a", "b", "tls")
@@ -56,11 +57,48 @@ def engine_hosts(docker_client: docker.DockerClient) -> t.Iterator[dict[str, Doc
         namespace.close()
 
 
+@pytest.fixture(scope="session")
+def ssh_host(
+    engine_hosts: dict[str, Dockerd], tmp_path_factory: pytest.TempPathFactory
+) -> t.Iterator[SshHost]:
+    """Engine b behind an sshd in the namespace (``ssh://``)."""
+    for program in ("/usr/sbin/sshd", "ssh-keygen", "ssh"):
+        if shutil.which(program) is None:
+            pytest.skip(f"{program} is not installed (Debian: openssh-server, openssh-client)")
+    namespace = engine_hosts["tls"].namespace
+    assert namespace is not None
+    host = SshHost(tmp_path_factory.mktemp("ssh"), namespace, engine_hosts["b"])
+    yield host
+    host.close()
+
+
 @pytest.fixture
-def jp_server_config(jp_server_config: Config, engine_hosts: dict[str, Dockerd]) -> Config:
+def over_ssh() -> bool:
+    """Whether the server reaches engine b over ssh:// (a test parametrizes this)."""
+    return False
+
+
+@pytest.fixture
+def jp_server_config(
+    jp_server_config: Config,
+    engine_hosts: dict[str, Dockerd],
+    over_ssh: bool,
+    request: pytest.FixtureRequest,
+) -> Config:
     config = Config(jp_server_config)
-    config.DockerRuntime.engines = {name: host.config for name, host in engine_hosts.items()}
-    config.DockerRuntime.engine_timeout = 2.0
+    engines = {name: host.config for name, host in engine_hosts.items()}
+    if over_ssh:
+        # Engine b only as "ssh" (else its instances would be listed twice).
+        del engines["b"]
+        ssh: SshHost = request.getfixturevalue("ssh_host")
+        engines["ssh"] = ssh.config
+        # The SDK runs the `ssh` on PATH: the wrapper with the test's key and known_hosts.
+        monkeypatch: pytest.MonkeyPatch = request.getfixturevalue("monkeypatch")
+        monkeypatch.setenv("PATH", f"{ssh.bin}{os.pathsep}{os.environ['PATH']}")
+    config.DockerRuntime.engines = engines
+    # Every connection over ssh:// is an ssh process and a `docker system dial-stdio` on the
+    # other side, which takes seconds to start on a loaded machine.
+    config.DockerRuntime.engine_timeout = 10.0 if over_ssh else 2.0
     config.DockerRuntime.engine_check_interval = 0.5
     # A frozen engine's calls wait this long at most (its threads are its own).
     config.DockerRuntime.call_timeout = 10.0
@@ -108,8 +146,7 @@ def containers(engine_hosts: dict[str, Dockerd]) -> t.Iterator[Containers]:
     for host in engine_hosts.values():  # whatever a test froze or killed is back
         with contextlib.suppress(ProcessLookupError):
             host.signal(signal.SIGCONT)
-        if host.process is not None and host.process.poll() is not None:
-            host.start()
+        host.start()  # nothing if it runs
     made.remove()
 
 
@@ -288,3 +325,28 @@ def test_the_contract_holds_with_several_engines(engine_hosts: dict[str, Dockerd
     assert result.returncode == 0, result.stdout[-6000:]
     assert " skipped" not in summary[0], summary
     assert " passed" in summary[0], summary
+
+
+@pytest.mark.parametrize("over_ssh", [True])
+async def test_an_engine_over_ssh(
+    over_ssh: bool,
+    alice: Api,
+    containers: Containers,
+    ssh_host: SshHost,
+) -> None:
+    del over_ssh
+    made = containers.make("b")
+    # Each of the SDK's connections is an ssh process of its own: the first calls take a while.
+    await wait_until(lambda: _is_listed(alice, f"ssh/{made.name}"), timeout=20)
+    items = await alice.call("GET", "instances")
+    assert {(item["id"], item["engine"]) for item in items} == {(f"ssh/{made.name}", "ssh")}
+    _, term = await alice.terminal(f"ssh/{made.name}")
+    assert await term.run("echo over-$((2*3))-ssh") == "over-6-ssh\r\n"
+    term.send("set_size", 31, 97)
+    assert await term.size_becomes("31 97") == "31 97"
+    term.send("stdin", f"{BACKGROUND} &\r")
+    assert await term.run("echo started") == "started\r\n"
+    sessions = await alice.call("GET", "sessions")
+    await alice.call("DELETE", "sessions", sessions[0]["id"])
+    # The kill went over ssh too: nothing of the session is left.
+    await wait_until(lambda: _background_gone(made), timeout=15)

@@ -212,6 +212,32 @@ class _ExecChannel(ShellChannel):
         self._runtime.log.warning("A tool terminal's shell survived every kill")
 
 
+class _SshPipes:
+    """The SDK's ``SSHSocket`` (``ssh://`` engines) as :class:`ThreadTransport` reads it.
+
+    Its ``recv(n)`` is a buffered read of the ssh process's stdout, which waits until ``n``
+    bytes came: a shell's echo would wait for 64 KiB of output. ``read1`` returns what is
+    there, the buffered rest of the HTTP answer first.
+    """
+
+    def __init__(self, sock: t.Any) -> None:
+        self._sock = sock
+
+    def recv(self, size: int) -> bytes:
+        data: bytes = self._sock.proc.stdout.read1(size)
+        return data
+
+    def sendall(self, data: bytes) -> None:
+        self._sock.sendall(data)
+
+    def shutdown(self, how: int) -> None:
+        del how  # a pipe pair has no half-close; close() ends the ssh process
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            self._sock.close()
+
+
 class DockerRuntime(ToolRuntime):
     """Tool instances are labelled Docker containers; connects like ``docker.from_env()``
     (``DOCKER_HOST``, ``DOCKER_TLS_VERIFY``, ``DOCKER_CERT_PATH``, the default socket)."""
@@ -570,7 +596,10 @@ class DockerRuntime(ToolRuntime):
         own = self._own_socket(sock)
         if own is None:
             stream = ShellStream()
-            ThreadTransport(getattr(sock, "_sock", sock), stream, loop, f"exec-{exec_id[:12]}")
+            raw = getattr(sock, "_sock", sock)
+            if hasattr(raw, "proc"):  # the SDK's SSHSocket: the pipes of an ssh process
+                raw = _SshPipes(raw)
+            ThreadTransport(raw, stream, loop, f"exec-{exec_id[:12]}")
             return stream
         _, stream = await loop.create_connection(ShellStream, sock=own)
         return stream
@@ -583,7 +612,9 @@ class DockerRuntime(ToolRuntime):
         stream then belongs to the event loop alone and closes when its transport closes.
         """
         raw = getattr(sock, "_sock", sock)
-        if not isinstance(raw, socket.socket) or isinstance(raw, ssl.SSLSocket):
+        # Exactly a socket: an SSLSocket's TLS state is OpenSSL's, and the SDK's SSHSocket (a
+        # subclass too) is the pipes of an ssh process, with no descriptor to give asyncio.
+        if type(raw) is not socket.socket:
             return None
         own = raw.dup()
         own.setblocking(False)
