@@ -27,6 +27,7 @@ KILL_REASONS = (
     "failed to start",
     "reset failed",
     "server shutdown",
+    "engine unreachable",
 )
 
 SESSIONS = Gauge(
