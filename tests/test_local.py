@@ -306,3 +306,14 @@ class TestRefusals:
             if fields[0] == "Z" and int(fields[1]) == os.getpid():
                 zombies.append(pid)
         assert zombies == []
+
+
+def test_a_local_id_has_no_engine_part(tmp_path: Path) -> None:
+    # ENGINE/NAME ids are the Docker runtime's (several engines), not a local instance's.
+    runtime = LocalRuntime(
+        instances={"a/b": {"tool": "sandbox", "root": str(tmp_path)}},
+        owner=LOCAL_OWNER,
+        tool_types=parse_tool_types(TOOL_TYPES),
+    )
+    with pytest.raises(RuntimeUnavailable, match="an id is 1-128 letters"):
+        runtime.check_available()
