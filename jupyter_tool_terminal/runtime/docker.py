@@ -407,7 +407,9 @@ class DockerRuntime(ToolRuntime):
                 "Docker Engine %s unreachable during %s: %s", self.engine_name, method, error
             )
             if self.health is not None:
-                self.health.set(False)
+                # One failed call may be one broken connection: the engine's own answer to a
+                # ping decides whether it is down (and its sessions end).
+                await self.health.check()
             raise self.unreachable() from error
 
     def check_available(self) -> None:

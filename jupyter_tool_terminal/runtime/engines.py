@@ -139,6 +139,7 @@ class EngineHealth:
         self._answering = asyncio.Event()
         self._answering.set()
         self._task: asyncio.Task[None] | None = None
+        self._checking: asyncio.Future[bool] | None = None
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix=f"jupyter-tool-terminal-health-{spec.name}"
         )
@@ -178,7 +179,14 @@ class EngineHealth:
             self._answering.clear()
 
     async def check(self) -> bool:
-        """Ping now, and take the verdict; whether the engine answered."""
+        """Ping now (or join the ping on its way), and take the verdict; whether the engine
+        answered. Many failing calls at once (an engine's sessions ending together) share
+        one ping."""
+        if self._checking is None or self._checking.done():
+            self._checking = asyncio.ensure_future(self._ping_and_judge())
+        return await asyncio.shield(self._checking)
+
+    async def _ping_and_judge(self) -> bool:
         loop = asyncio.get_running_loop()
         ping = loop.run_in_executor(self._executor, self.ping)
         try:
@@ -191,7 +199,7 @@ class EngineHealth:
         return answered
 
     def set(self, up: bool) -> None:
-        """Take a verdict (also from a call that found the engine gone)."""
+        """Take a verdict."""
         if up == self.up:
             return
         self.up = up
