@@ -279,6 +279,7 @@ class SessionManager:
                         "id": instance.id,
                         "status": instance.status,
                         "runtime": instance.runtime,
+                        **({"engine": instance.engine} if instance.engine else {}),
                         **tool.public_model(),
                     }
                 )

@@ -27,6 +27,7 @@ KILL_REASONS = (
     "failed to start",
     "reset failed",
     "server shutdown",
+    "engine unreachable",
 )
 
 SESSIONS = Gauge(
@@ -60,6 +61,28 @@ OPEN_SECONDS = Histogram(
     "Seconds to open a tool terminal session (until its shell started)",
     ["runtime"],
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+)
+
+ENGINE_UP = Gauge(
+    "jupyter_tool_terminal_engine_up",
+    "Whether each Docker engine of c.DockerRuntime.engines answers (1) or not (0)",
+    ["engine"],
+)
+ENGINE_SESSIONS = Gauge(
+    "jupyter_tool_terminal_engine_sessions",
+    "Tool terminal shells open now on each Docker engine of c.DockerRuntime.engines",
+    ["engine"],
+)
+ENGINE_OPENS = Counter(
+    "jupyter_tool_terminal_engine_opens",
+    "Tool terminal shells opened on each Docker engine of c.DockerRuntime.engines",
+    ["engine"],
+)
+ENGINE_KILL_FAILURES = Counter(
+    "jupyter_tool_terminal_engine_kill_failures",
+    "Kills that could not run when asked (engine unreachable, container paused) and wait, "
+    "per Docker engine of c.DockerRuntime.engines",
+    ["engine"],
 )
 
 

@@ -15,6 +15,7 @@ import typing as t
 
 from .recording import Recording
 from .runtime import Instance, ShellChannel, ToolRuntime
+from .runtime.base import EngineUnreachable
 from .screen import ScreenModel
 from .tooltypes import ToolType
 
@@ -295,14 +296,18 @@ class Session:
             if self.ended or channel is not self._channel:
                 return  # reset or close got here first
             self.ended = True
+            reason, message = "instance stopped", "The tool instance stopped"
             try:
                 code = await channel.exit_code()
+            except EngineUnreachable as error:
+                code, reason, message = None, "engine unreachable", str(error)
             except Exception:  # noqa: BLE001 - the engine may be gone; the code is then unknown
                 code = None
             self._pump_task = None
-            self._on_ended(self, "exit" if code is not None else "instance stopped", code)
+            self._on_ended(self, "exit" if code is not None else reason, code)
             if code is None:
-                self._broadcast(["error", "The tool instance stopped; the terminal has ended."])
+                ended = f"{message[:1].upper()}{message[1:]}; the terminal has ended."
+                self._broadcast(["error", ended])
             else:
                 self._broadcast(["exit", code])
             await self._stop_shell()

@@ -159,6 +159,25 @@ def no_blocking_sdk_calls_on_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> 
 
 InstanceFactory = t.Callable[..., t.Any]
 
+#: With several engines (``tests/test_engines.py`` runs the contract tests so): the server's
+#: ``c.DockerRuntime.engines``, and the name of the one the tests' containers are created on
+#: (the engine ``docker.from_env()`` finds); instance ids are then ``ENGINE/NAME``.
+SEVERAL_ENGINES: dict[str, t.Any] | None = json.loads(os.environ.get("JTT_TEST_ENGINES", "null"))
+CONTAINERS_ENGINE = os.environ.get("JTT_TEST_ENGINE", "")
+
+
+class OnEngine:
+    """A test container as the tests see it with several engines: its instance id (``name``)
+    is ``ENGINE/NAME``; everything else is the container's."""
+
+    def __init__(self, container: t.Any, engine: str) -> None:
+        self.container = container
+        self.name = f"{engine}/{container.name}"
+
+    def __getattr__(self, attribute: str) -> t.Any:
+        return getattr(self.container, attribute)
+
+
 #: The runtimes that keep the same contract.
 RUNTIMES = ("docker", "local")
 #: Marks a contract test that runs once with each runtime.
@@ -270,7 +289,7 @@ def make_container(docker_client: docker.DockerClient) -> t.Iterator[InstanceFac
         finally:
             _SDK_ON_LOOP_ALLOWED.value = False
         created.append(container)
-        return container
+        return OnEngine(container, CONTAINERS_ENGINE) if CONTAINERS_ENGINE else container
 
     yield make
     for container in created:
@@ -417,6 +436,7 @@ def jp_server_config(
                 **runtime_config,
                 **extension_config,
             },
+            **({"DockerRuntime": {"engines": SEVERAL_ENGINES}} if SEVERAL_ENGINES else {}),
         }
     )
 

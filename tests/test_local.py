@@ -335,3 +335,14 @@ class TestToolPrompt:
         # The prompt the shell shows after a command is the tool's.
         await term.expect(r"ready\r\n[^\n]*tool-prompt:\$ ")
         assert await term.run("echo $PS1") == "tool-prompt:$\r\n"
+
+
+def test_a_local_id_has_no_engine_part(tmp_path: Path) -> None:
+    # ENGINE/NAME ids are the Docker runtime's (several engines), not a local instance's.
+    runtime = LocalRuntime(
+        instances={"a/b": {"tool": "sandbox", "root": str(tmp_path)}},
+        owner=LOCAL_OWNER,
+        tool_types=parse_tool_types(TOOL_TYPES),
+    )
+    with pytest.raises(RuntimeUnavailable, match="an id is 1-128 letters"):
+        runtime.check_available()

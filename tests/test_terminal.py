@@ -6,6 +6,7 @@ import typing as t
 
 from .conftest import (
     BASE_PROCESSES,
+    CONTAINERS_ENGINE,
     LEASE_PROCESS,
     Api,
     InstanceFactory,
@@ -128,6 +129,8 @@ async def test_lists_show_the_callers_instances_and_sessions(
             "display_name": "Course",
             "status": "running",
             "runtime": "docker",
+            # Only with several engines (see conftest.SEVERAL_ENGINES).
+            **({"engine": CONTAINERS_ENGINE} if CONTAINERS_ENGINE else {}),
             "has_startup_command": True,
             "icon": None,
         }

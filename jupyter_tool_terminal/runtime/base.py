@@ -20,8 +20,10 @@ from traitlets.config import LoggingConfigurable
 from ..tooltypes import ToolType
 
 #: Instance ids are container names, which Docker restricts to this (with a length cap here);
-#: every runtime's ids follow it. Used with ``fullmatch`` (``$`` would match before a newline).
-INSTANCE_ID = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}")
+#: every runtime's ids follow it, with the engine's name in front (``ENGINE/CONTAINER``) when the
+#: Docker runtime drives several engines. Used with ``fullmatch`` (``$`` would match before a
+#: newline).
+INSTANCE_ID = re.compile(r"([a-zA-Z0-9][a-zA-Z0-9_.-]{0,63}/)?[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}")
 
 
 def valid_instance_id(value: t.Any) -> bool:
@@ -36,6 +38,11 @@ class RuntimeUnavailable(RuntimeError):
     """
 
 
+class EngineUnreachable(RuntimeUnavailable):
+    """The engine does not answer at all (as opposed to refusing an operation): work for it
+    waits until it answers again."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Instance:
     """A tool instance as seen at one moment."""
@@ -48,6 +55,8 @@ class Instance:
     tool: str
     #: Its state in the runtime's own words (``running``, ``exited``, ``paused``...).
     status: str
+    #: The name of the Docker engine it runs on, when the runtime drives several (else "").
+    engine: str = ""
 
     #: The name of the runtime that serves it, as the REST API shows it.
     runtime: t.ClassVar[str] = ""

@@ -20,15 +20,18 @@ import socket
 import ssl
 import threading
 import typing as t
+import weakref
 
 import docker
 import docker.errors
-from traitlets import Float, Integer
+from traitlets import Dict, Float, Integer, TraitError, validate
 
+from .. import metrics
 from ..tooltypes import ToolType
 from . import access as engine_access
 from . import docker_tls
-from .base import Instance, RuntimeUnavailable, ShellChannel, ToolRuntime
+from . import engines as several
+from .base import EngineUnreachable, Instance, RuntimeUnavailable, ShellChannel, ToolRuntime
 from .kills import KillWing, Target
 from .launch import shell_command, shell_environment
 from .stream import ShellStream, ThreadTransport
@@ -85,6 +88,15 @@ class _ExecChannel(ShellChannel):
         self._stream = stream
         self._started = False
         self._terminated = False
+        #: Set when the engine stopped answering: the stream was dropped, the kill waits.
+        self.engine_lost = False
+
+    def lose_engine(self) -> None:
+        """The engine does not answer: end the stream now (the session then ends, saying so);
+        the shell's kill waits until the engine answers again."""
+        self.engine_lost = True
+        if self._stream is not None:
+            self._stream.abandon()
 
     async def read(self, size: int) -> bytes:
         if self._stream is None:
@@ -159,6 +171,8 @@ class _ExecChannel(ShellChannel):
         return bool(info.get("Running"))
 
     async def exit_code(self) -> int | None:
+        if self.engine_lost:
+            raise self._runtime.unreachable()
         info = await self._runtime.call("exec_inspect", self.exec_id)
         code = info.get("ExitCode")
         return code if isinstance(code, int) and not info.get("Running") else None
@@ -172,6 +186,12 @@ class _ExecChannel(ShellChannel):
         if self._terminated:
             return
         self._terminated = True
+        self._runtime.forget_channel(self)
+        if self.engine_lost or not self._runtime.answering:
+            # Nothing can run on an engine that does not answer: the kill waits for it.
+            self.close()
+            self._runtime.kills.defer(self._exec.target, [self._exec.tag])
+            return
         # A shell that wrote output runs and carries its tag, so one kill finds it; only a
         # silent one needs the engine's word (two more calls, which many closing sessions feel).
         unsure = not self.spoke
@@ -190,6 +210,32 @@ class _ExecChannel(ShellChannel):
                 return
             delay *= 2
         self._runtime.log.warning("A tool terminal's shell survived every kill")
+
+
+class _SshPipes:
+    """The SDK's ``SSHSocket`` (``ssh://`` engines) as :class:`ThreadTransport` reads it.
+
+    Its ``recv(n)`` is a buffered read of the ssh process's stdout, which waits until ``n``
+    bytes came: a shell's echo would wait for 64 KiB of output. ``read1`` returns what is
+    there, the buffered rest of the HTTP answer first.
+    """
+
+    def __init__(self, sock: t.Any) -> None:
+        self._sock = sock
+
+    def recv(self, size: int) -> bytes:
+        data: bytes = self._sock.proc.stdout.read1(size)
+        return data
+
+    def sendall(self, data: bytes) -> None:
+        self._sock.sendall(data)
+
+    def shutdown(self, how: int) -> None:
+        del how  # a pipe pair has no half-close; close() ends the ssh process
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            self._sock.close()
 
 
 class DockerRuntime(ToolRuntime):
@@ -211,7 +257,47 @@ class DockerRuntime(ToolRuntime):
         help="Seconds to wait for the Docker Engine's answer when checking for it at start-up.",
     ).tag(config=True)
 
+    engines = Dict(
+        help="""Several Docker engines, one per host: {NAME: {"url": URL, "tls": {"ca": PATH,
+        "cert": PATH, "key": PATH}}} (tls optional, for tcp:// urls; URL as DOCKER_HOST:
+        unix://, tcp://, ssh://). Empty (the default): the one engine docker.from_env() finds.
+        With engines, instance ids are ENGINE/CONTAINER and instances carry their engine's
+        name; an engine that does not answer takes nothing else down (README, "Several
+        hosts").""",
+    ).tag(config=True)
+
+    engine_timeout = Float(
+        3,
+        min=0.1,
+        help="""Seconds each engine of `engines` has to answer a list, a look-up or a health
+        check; one that does not is left out of lists (they all answer within this), and is
+        marked unreachable when its health check fails.""",
+    ).tag(config=True)
+
+    engine_check_interval = Float(
+        2,
+        min=0.1,
+        help="Seconds between health checks of each engine of `engines`.",
+    ).tag(config=True)
+
+    call_timeout = Float(
+        60,
+        min=1,
+        help="Seconds a blocking Engine API call may take before it fails (the SDK's timeout).",
+    ).tag(config=True)
+
+    @validate("engines")
+    def _check_engines(self, proposal: t.Any) -> dict[str, t.Any]:
+        try:
+            several.parse_engines(proposal["value"])
+        except ValueError as error:
+            msg = f"c.DockerRuntime.engines: {error}"
+            raise TraitError(msg) from error
+        return dict(proposal["value"])
+
     def __init__(self, **kwargs: t.Any) -> None:
+        #: The engine this runtime drives, when it is one of a parent's several engines.
+        self.spec: several.EngineSpec | None = kwargs.pop("spec", None)
         super().__init__(**kwargs)
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=self.threads, thread_name_prefix="jupyter-tool-terminal-docker"
@@ -220,7 +306,66 @@ class DockerRuntime(ToolRuntime):
         self._client_lock = threading.Lock()
         self._tls_context: ssl.SSLContext | None = None
         #: The kill wing: every shell's end, this server's leases, orphans of others.
-        self.kills = KillWing(self)
+        self.kills = KillWing(self, on_deferred=self._count_deferred_kill)
+        self._channels: weakref.WeakSet[_ExecChannel] = weakref.WeakSet()
+        self.health: several.EngineHealth | None = None
+        #: With several engines: one runtime of its own per engine, by name.
+        self.by_engine: dict[str, DockerRuntime] = {}
+        if self.spec is not None:
+            self.health = several.EngineHealth(
+                self.spec,
+                interval=self.engine_check_interval,
+                timeout=self.engine_timeout,
+                log=self.log,
+                on_change=self._engine_changed,
+            )
+            for family in (metrics.ENGINE_SESSIONS, metrics.ENGINE_OPENS):
+                family.labels(self.spec.name)
+            metrics.ENGINE_KILL_FAILURES.labels(self.spec.name)
+        elif self.engines:
+            for spec in several.parse_engines(self.engines).values():
+                self.by_engine[spec.name] = DockerRuntime(
+                    parent=self, spec=spec, engines={}, log=self.log
+                )
+
+    # -- one engine of several ----------------------------------------------------------------
+
+    @property
+    def engine_name(self) -> str:
+        """The engine's name ("" for the one engine ``docker.from_env()`` finds)."""
+        return self.spec.name if self.spec is not None else ""
+
+    @property
+    def answering(self) -> bool:
+        """Whether the engine answers (as its last health check or call found)."""
+        return self.health is None or self.health.up
+
+    async def wait_answering(self) -> None:
+        """Return once the engine answers again (at once while it does)."""
+        if self.health is not None:
+            await self.health.wait_answering()
+
+    def unreachable(self) -> EngineUnreachable:
+        """The error (safe to show) of this engine not answering."""
+        if self.spec is None:
+            return EngineUnreachable("the container engine is not reachable")
+        return several.unreachable(self.spec.name)
+
+    def _engine_changed(self, up: bool) -> None:
+        if not up:
+            for channel in list(self._channels):
+                channel.lose_engine()
+
+    def forget_channel(self, channel: _ExecChannel) -> None:
+        """A shell's channel is closing: it no longer counts as one of the engine's."""
+        if channel in self._channels:
+            self._channels.discard(channel)
+            if self.spec is not None:
+                metrics.ENGINE_SESSIONS.labels(self.spec.name).dec()
+
+    def _count_deferred_kill(self) -> None:
+        if self.spec is not None:
+            metrics.ENGINE_KILL_FAILURES.labels(self.spec.name).inc()
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -229,7 +374,12 @@ class DockerRuntime(ToolRuntime):
         with self._client_lock:
             if self._client is None:
                 # The pool must hold a connection per concurrent call, or calls queue in urllib3.
-                self._client = docker.from_env(max_pool_size=self.threads).api
+                if self.spec is not None:
+                    self._client = self.spec.client(
+                        max_pool_size=self.threads, timeout=int(self.call_timeout)
+                    )
+                else:
+                    self._client = docker.from_env(max_pool_size=self.threads).api
             return self._client
 
     async def run(self, func: t.Callable[..., t.Any], *args: t.Any, **kwargs: t.Any) -> t.Any:
@@ -253,12 +403,24 @@ class DockerRuntime(ToolRuntime):
             msg = "the container engine refused the operation"
             raise RuntimeUnavailable(msg) from error
         except (docker.errors.DockerException, OSError) as error:
-            self.log.warning("Docker Engine unreachable during %s: %s", method, error)
-            msg = "the container engine is not reachable"
-            raise RuntimeUnavailable(msg) from error
+            self.log.warning(
+                "Docker Engine %s unreachable during %s: %s", self.engine_name, method, error
+            )
+            if self.health is not None:
+                # One failed call may be one broken connection: the engine's own answer to a
+                # ping decides whether it is down (and its sessions end).
+                await self.health.check()
+            raise self.unreachable() from error
 
     def check_available(self) -> None:
-        """Ping the engine; :class:`RuntimeUnavailable` says where it was looked for."""
+        """Ping the engine; :class:`RuntimeUnavailable` says where it was looked for.
+
+        With several engines, one that does not answer is logged and served once it does;
+        only none answering is an error.
+        """
+        if self.by_engine:
+            several.check_at_start(list(self.by_engine.values()), self.log)
+            return
         try:
             client = docker.from_env(timeout=int(max(self.ping_timeout, 1)))
         except docker.errors.DockerException as error:
@@ -271,6 +433,10 @@ class DockerRuntime(ToolRuntime):
             client.close()
 
     def close(self) -> None:
+        for engine in self.by_engine.values():
+            engine.close()
+        if self.health is not None:
+            self.health.close()
         self.kills.close()
         with self._client_lock:
             if self._client is not None:
@@ -301,6 +467,8 @@ class DockerRuntime(ToolRuntime):
         )
 
     async def list_instances(self, owner: str) -> list[Instance]:
+        if self.by_engine:
+            return await several.list_everywhere(self, owner)
         containers = await self.call(
             "containers", all=True, filters={"label": [f"{OWNER_LABEL}={owner}", TOOL_LABEL]}
         )
@@ -317,6 +485,8 @@ class DockerRuntime(ToolRuntime):
         return sorted(found, key=lambda instance: instance.id)
 
     async def get_instance(self, instance_id: str) -> DockerInstance | None:
+        if self.by_engine:
+            return await several.look_up(self, instance_id)
         try:
             info = await self.call("inspect_container", instance_id)
         except docker.errors.NotFound:
@@ -340,6 +510,14 @@ class DockerRuntime(ToolRuntime):
         if not isinstance(instance, DockerInstance):
             msg = f"not a Docker tool instance: {instance.id}"
             raise TypeError(msg)
+        if self.by_engine:
+            engine = self.by_engine.get(instance.engine)
+            if engine is None:
+                msg = "the tool instance is gone"
+                raise RuntimeUnavailable(msg)
+            return await engine.start_shell(instance, tool)
+        if not self.answering:
+            raise self.unreachable()
         tag = secrets.token_hex(16)
         target = (instance.container_id, tool.user or "")
         try:
@@ -384,7 +562,7 @@ class DockerRuntime(ToolRuntime):
     async def _open(self, shell: _Exec) -> ShellChannel:
         """Start the created exec and open its stream on the event loop."""
         try:
-            return _ExecChannel(self, shell, await self.attach(shell.exec_id, tty=True))
+            channel = _ExecChannel(self, shell, await self.attach(shell.exec_id, tty=True))
         except BaseException as error:
             # The engine may have started the shell whatever failed after the exec was
             # created: it ends through the one kill path, as every shell does.
@@ -392,11 +570,15 @@ class DockerRuntime(ToolRuntime):
             if isinstance(error, docker.errors.NotFound):
                 msg = "the tool instance is gone"
                 raise RuntimeUnavailable(msg) from error
-            if isinstance(error, OSError):
+            if isinstance(error, OSError | EngineUnreachable):
                 self.log.warning("Could not open a tool terminal's stream: %s", error)
-                msg = "the container engine is not reachable"
-                raise RuntimeUnavailable(msg) from error
+                raise self.unreachable() from error
             raise
+        self._channels.add(channel)
+        if self.spec is not None:
+            metrics.ENGINE_OPENS.labels(self.spec.name).inc()
+            metrics.ENGINE_SESSIONS.labels(self.spec.name).inc()
+        return channel
 
     async def _tls(self, api: t.Any) -> ssl.SSLContext:
         """The TLS context for exec streams (made once, off the event loop)."""
@@ -416,7 +598,10 @@ class DockerRuntime(ToolRuntime):
         own = self._own_socket(sock)
         if own is None:
             stream = ShellStream()
-            ThreadTransport(getattr(sock, "_sock", sock), stream, loop, f"exec-{exec_id[:12]}")
+            raw = getattr(sock, "_sock", sock)
+            if hasattr(raw, "proc"):  # the SDK's SSHSocket: the pipes of an ssh process
+                raw = _SshPipes(raw)
+            ThreadTransport(raw, stream, loop, f"exec-{exec_id[:12]}")
             return stream
         _, stream = await loop.create_connection(ShellStream, sock=own)
         return stream
@@ -429,7 +614,9 @@ class DockerRuntime(ToolRuntime):
         stream then belongs to the event loop alone and closes when its transport closes.
         """
         raw = getattr(sock, "_sock", sock)
-        if not isinstance(raw, socket.socket) or isinstance(raw, ssl.SSLSocket):
+        # Exactly a socket: an SSLSocket's TLS state is OpenSSL's, and the SDK's SSHSocket (a
+        # subclass too) is the pipes of an ssh process, with no descriptor to give asyncio.
+        if type(raw) is not socket.socket:
             return None
         own = raw.dup()
         own.setblocking(False)

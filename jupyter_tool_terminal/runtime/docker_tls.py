@@ -17,7 +17,7 @@ import ssl
 import typing as t
 import urllib.parse
 
-from .base import RuntimeUnavailable
+from .base import EngineUnreachable, RuntimeUnavailable
 from .stream import ShellStream
 
 #: The largest HTTP head the engine may answer an exec start with.
@@ -94,13 +94,13 @@ async def start_exec(
             ShellStream, host, port, ssl=context, server_hostname=host
         )
     except (OSError, ssl.SSLError) as error:
-        raise RuntimeUnavailable(_UNREACHABLE) from error
+        raise EngineUnreachable(_UNREACHABLE) from error
     try:
         await stream.write(_start_request(api, exec_id, tty))
         _check_answer(await stream.read_until(b"\r\n\r\n", _HEAD_LIMIT))
     except (OSError, ConnectionError) as error:
         stream.close()
-        raise RuntimeUnavailable(_UNREACHABLE) from error
+        raise EngineUnreachable(_UNREACHABLE) from error
     except RuntimeUnavailable:
         stream.close()
         raise

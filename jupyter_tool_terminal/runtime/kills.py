@@ -20,7 +20,7 @@ import typing as t
 import docker
 import docker.errors
 
-from .base import RuntimeUnavailable
+from .base import EngineUnreachable, RuntimeUnavailable
 from .reaper import (
     KILL_ENVIRONMENT,
     KILL_ONCE_SCRIPT,
@@ -74,13 +74,19 @@ class Engine(t.Protocol):
     async def attach(self, exec_id: str, tty: bool) -> ShellStream:
         """Start a created exec and return its stream."""
 
+    async def wait_answering(self) -> None:
+        """Return once the engine answers (at once while it does)."""
+
 
 class KillWing:
     """Kills shells' processes for one engine, and keeps this server's leases there."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, on_deferred: t.Callable[[], None] | None = None) -> None:
         self._engine = engine
         self.log = engine.log
+        #: Called for each kill that cannot run when asked (the engine or container is not
+        #: there for it) and waits.
+        self._on_deferred = on_deferred
         # Kill requests waiting for their container's kill worker: (tags, waiters).
         self._pending_kills: dict[Target, tuple[set[str], list[asyncio.Future[bool]]]] = {}
         self._kill_workers: dict[Target, asyncio.Task[None]] = {}
@@ -194,9 +200,16 @@ class KillWing:
                     return self._killed(target, tags, done)
         return self._killed(target, tags, await self._kill_session(target, tags))
 
+    def defer(self, target: Target, tags: t.Collection[str]) -> None:
+        """Keep a kill that cannot run now (its engine does not answer): it runs once the
+        engine answers and the container runs, or is dropped with the container."""
+        self._killed(target, sorted(tags), False)
+
     def _killed(self, target: Target, tags: list[str], done: bool) -> bool:
         """Book a kill's outcome: the tags are gone, or deferred until the container runs."""
         if not done:
+            if self._on_deferred is not None:
+                self._on_deferred()
             self._deferred.setdefault(target, set()).update(tags)
             if target[0] not in self._pause_watchers:
                 self._pause_watchers[target[0]] = asyncio.create_task(
@@ -254,6 +267,7 @@ class KillWing:
             while True:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
+                await self._engine.wait_answering()
                 try:
                     info = await self._engine.call("inspect_container", container_id)
                 except docker.errors.NotFound:
@@ -372,8 +386,8 @@ class KillWing:
         """Run one kill request as its own exec; ``False`` if the container is paused."""
         try:
             answer = await self._once(container_id, user, words)
-        except _Paused:
-            return False
+        except (_Paused, EngineUnreachable):
+            return False  # kept: it runs when the container (or its engine) is back
         except RuntimeUnavailable as error:
             self.log.warning("Could not kill tool terminal processes: %s", error)
             return True
@@ -412,7 +426,7 @@ class KillWing:
             raise RuntimeUnavailable(msg) from error
         except (docker.errors.DockerException, OSError) as error:
             msg = f"the engine could not be reached: {error}"
-            raise RuntimeUnavailable(msg) from error
+            raise EngineUnreachable(msg) from error
         lines = output.strip().splitlines()
         answer = parse_answer(lines[-1], 0) if lines else None
         if answer is None:

@@ -379,7 +379,8 @@ class LocalRuntime(ToolRuntime):
             if not isinstance(spec, t.Mapping) or set(spec) != set(INSTANCE_KEYS):
                 msg = f"{where}: must be a mapping with exactly the keys 'tool' and 'root'"
                 raise RuntimeUnavailable(msg)
-            if not valid_instance_id(instance_id):
+            # (The ENGINE/ form is the Docker runtime's, with several engines.)
+            if not valid_instance_id(instance_id) or "/" in instance_id:
                 msg = f"{where}: an id is 1-128 letters, digits, '_', '.' or '-'"
                 raise RuntimeUnavailable(msg)
             tool, root = spec["tool"], spec["root"]

@@ -192,6 +192,16 @@ class ShellStream(asyncio.BufferedProtocol):
         if self.transport is not None:
             self.transport.close()
 
+    def abandon(self) -> None:
+        """Drop the connection at once, unsent output and all (its peer does not answer):
+        readers get the end of the stream now."""
+        if self.transport is not None:
+            try:
+                self.transport.abort()
+            except NotImplementedError:  # a transport that cannot abort closes
+                self.transport.close()
+        self.connection_lost(None)
+
 
 #: Bytes a :class:`ThreadTransport` queues for sending before its stream's writers wait.
 THREAD_WRITE_LIMIT = 64 * 1024
