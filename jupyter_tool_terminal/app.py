@@ -457,7 +457,7 @@ class ToolTerminalApp(ExtensionApp):
         assert self.session_manager is not None
         try:
             inheritance = successor.receive()
-        except (OSError, ValueError, HandoverError) as error:
+        except (OSError, ValueError, KeyError, HandoverError) as error:
             self.log.critical("jupyter_tool_terminal: cannot take over: %s", error)
             sys.exit(FAILED)
         reason = inheritance.refusal(self.tool_runtime, self.session_manager.tool_types)
@@ -470,12 +470,13 @@ class ToolTerminalApp(ExtensionApp):
         self.tool_runtime.take_over(inheritance.message["server"])
         # This server serves on the predecessor's listening sockets once it let go of them,
         # never on a port of its own (the configured one is the predecessor's).
-        serverapp: t.Any = self.serverapp
-        address = inheritance.listening[0].getsockname() if inheritance.listening else None
-        if isinstance(address, tuple):
-            serverapp.port = address[1]
-        serverapp._find_http_port = lambda: None
-        serverapp._bind_http_server = lambda: None
+        if inheritance.listening:
+            serverapp: t.Any = self.serverapp
+            address = inheritance.listening[0].getsockname()
+            if isinstance(address, tuple):
+                serverapp.port = address[1]
+            serverapp._find_http_port = lambda: None
+            serverapp._bind_http_server = lambda: None
         return inheritance
 
     async def _start_handover(
@@ -504,7 +505,7 @@ class ToolTerminalApp(ExtensionApp):
             self._handover_path(),
             manager=manager,
             runtime=runtime,
-            http_server=lambda: serverapp.http_server,
+            http_server=lambda: getattr(serverapp, "http_server", None),
             on_handed_over=serverapp.stop,
             log=self.log,
         )

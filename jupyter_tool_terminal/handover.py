@@ -181,7 +181,7 @@ class Predecessor:
         *,
         manager: SessionManager,
         runtime: ToolRuntime,
-        http_server: t.Callable[[], HTTPServer],
+        http_server: t.Callable[[], HTTPServer | None],
         on_handed_over: t.Callable[[], None],
         log: logging.Logger,
     ) -> None:
@@ -247,24 +247,47 @@ class Predecessor:
                 await asyncio.to_thread(send, conn, {"refused": "another protocol version"})
                 return
             await self._hand_over(conn)
-        except (OSError, ValueError, HandoverError) as error:
+        except (OSError, ValueError, KeyError, HandoverError) as error:
             self.log.warning("jupyter_tool_terminal: a successor failed to connect: %s", error)
+        except Exception:
+            self.log.exception("jupyter_tool_terminal: the hand-over failed")
         finally:
             conn.close()
             self._busy = False
 
     async def _hand_over(self, conn: socket.socket) -> None:
+        # (No HTTP server of its own: an embedding that serves it, whose successor binds anew.)
         server = self._http_server()
-        listening = _pause_accepting(server)
+        listening = [] if server is None else _pause_accepting(server)
+        handed = False
+        try:
+            handed = await self._send_all(conn, listening)
+        finally:
+            if not handed:
+                # The successor died or refused: nothing was taken, everything goes on here.
+                if server is not None:
+                    _resume_accepting(server, listening)
+                self._manager.resume_all()
+        if not handed:
+            return
+        await self._manager.hand_off_all()
+        self.close()
+        if server is not None:
+            _close_listening(server, listening)
+        with contextlib.suppress(OSError):
+            await asyncio.to_thread(send, conn, {"bye": True})
+        self.log.info("jupyter_tool_terminal: handed over; this server stops")
+        self._on_handed_over()
+
+    async def _send_all(self, conn: socket.socket, listening: list[socket.socket]) -> bool:
+        """Suspend everything and send it; whether the successor took it."""
         suspended = await self._manager.suspend_all()
         try:
             message, fds = await self._state(suspended)
         except HandoverError as error:
             self.log.warning("jupyter_tool_terminal: not handing over: %s", error)
-            _resume_accepting(server, listening)
-            self._manager.resume_all(suspended)
             await asyncio.to_thread(send, conn, {"refused": str(error)})
-            return
+            return False
         self.log.info(
             "jupyter_tool_terminal: handing %d tool terminal(s) over to a successor", len(fds)
         )
@@ -275,21 +298,12 @@ class Predecessor:
             answer, _ = await asyncio.to_thread(receive, conn)
             _check_ready(answer)
         except (OSError, ValueError, HandoverError) as error:
-            # The successor died or refused: nothing was taken, everything goes on here.
             self.log.warning(
                 "jupyter_tool_terminal: the hand-over failed, this server goes on serving: %s",
                 error,
             )
-            _resume_accepting(server, listening)
-            self._manager.resume_all(suspended)
-            return
-        await self._manager.hand_off_all(suspended)
-        self.close()
-        _close_listening(server, listening)
-        with contextlib.suppress(OSError):
-            await asyncio.to_thread(send, conn, {"bye": True})
-        self.log.info("jupyter_tool_terminal: handed over; this server stops")
-        self._on_handed_over()
+            return False
+        return True
 
     async def _state(
         self, suspended: list[tuple[Session, ShellChannel]]
@@ -385,6 +399,10 @@ class Successor:
         """Tell the predecessor to go on serving."""
         with contextlib.suppress(OSError):
             send(self._sock, {"refused": reason})
+        self._sock.close()
+
+    def close(self) -> None:
+        """Hang up, as a successor that dies does: the predecessor goes on serving."""
         self._sock.close()
 
     async def finish(self) -> None:

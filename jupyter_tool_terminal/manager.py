@@ -26,6 +26,9 @@ HANDING_OVER = (
     "The tool-terminal server is handing its terminals over to its successor; try again in a "
     "moment."
 )
+#: Seconds a session whose clients a hand-over closed waits for them to reconnect, at least
+#: (whatever `disconnect_grace` says: the closing was the server's doing, not theirs).
+HANDOVER_RECONNECT = 30.0
 #: Session ids are ``secrets.token_urlsafe(24)``. Every id pattern is used with ``fullmatch``:
 #: ``$`` would also match before a final newline.
 SESSION_ID = re.compile(r"[A-Za-z0-9_-]{32}")
@@ -410,16 +413,25 @@ class SessionManager:
                 suspended.append((session, channel))
         return suspended
 
-    def resume_all(self, suspended: list[tuple[Session, ShellChannel]]) -> None:
+    def _suspended(self) -> list[Session]:
+        return [session for session in self.sessions.values() if session.suspended]
+
+    def resume_all(self) -> None:
         """The hand-over failed: every suspended session goes on here."""
         self._handing_over = False
-        for session, _ in suspended:
+        for session in self._suspended():
             session.resume()
+            if not session.owner_attached:
+                self._arm_timer(session, self._reconnect_grace, "last client disconnected")
 
-    async def hand_off_all(self, suspended: list[tuple[Session, ShellChannel]]) -> None:
+    @property
+    def _reconnect_grace(self) -> float:
+        return max(self.disconnect_grace, HANDOVER_RECONNECT)
+
+    async def hand_off_all(self) -> None:
         """The successor took the suspended sessions: they end here, their shells do not."""
         self._stopping = True
-        for session, _ in suspended:
+        for session in self._suspended():
             if self.sessions.pop(session.id, None) is not None:
                 metrics.SESSIONS.labels(session.instance.runtime).dec()
             self._disarm_timer(session)
@@ -435,7 +447,7 @@ class SessionManager:
         channel: ShellChannel,
     ) -> Session:
         """Go on with a predecessor's session (see :meth:`Session.adopt`); it waits for its
-        clients to reconnect for ``disconnect_grace``, as after a dropped connection."""
+        clients to reconnect (:data:`HANDOVER_RECONNECT` or ``disconnect_grace``)."""
         session = self._new_session(state["owner"], state["username"], instance, tool)
         if tool.record:
             await self._start_recording(session)
@@ -443,7 +455,7 @@ class SessionManager:
         self.sessions[session.id] = session
         metrics.SESSIONS.labels(instance.runtime).inc()
         self.start_culling()
-        self._arm_timer(session, self.disconnect_grace, "last client disconnected")
+        self._arm_timer(session, self._reconnect_grace, "last client disconnected")
         self.log.info("Tool terminal %s taken over from the predecessor", session.id[:8])
         return session
 
@@ -554,7 +566,7 @@ class SessionManager:
                 self._observer_clients.pop(session.id, None)
         else:
             _release(self._owner_clients, session.id)
-        if not session.owner_attached and not session.ended:
+        if not session.owner_attached and not session.ended and not session.suspended:
             if grace is None:
                 self._arm_timer(session, self.disconnect_grace, "last client disconnected")
             else:

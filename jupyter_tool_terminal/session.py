@@ -474,6 +474,11 @@ class Session:
             client.end(1012, "The tool-terminal service is restarting")
         return channel
 
+    @property
+    def suspended(self) -> bool:
+        """Whether the session is suspended for a hand-over."""
+        return self._suspended
+
     def handover_state(self) -> dict[str, t.Any]:
         """What a successor needs to go on with the suspended session (JSON-ready)."""
         return {

@@ -17,9 +17,17 @@ from pathlib import Path
 
 import docker
 
-from jupyter_tool_terminal.handover import FAILED
+from jupyter_tool_terminal.app import ToolTerminalApp
+from jupyter_tool_terminal.handover import FAILED, Successor
 
-from .conftest import BASE_PROCESSES, InstanceFactory, container_processes, wait_for_processes
+from .conftest import (
+    BASE_PROCESSES,
+    Api,
+    InstanceFactory,
+    container_processes,
+    wait_for_processes,
+    wait_until,
+)
 from .server_process import ServerProcess, add_server, running_servers, start_server
 
 #: The successor's configuration: the old one's tool type, and one more.
@@ -118,3 +126,40 @@ async def test_the_successor_of_no_server_starts_on_its_own(
         server = await add_server(servers, tmp_path, take_over=True)
         _, term = await server.terminal(container.name)
         assert "alone" in await term.run("echo alone")
+
+
+async def test_a_successor_that_dies_midway_leaves_the_server_serving(
+    tool_app: ToolTerminalApp, alice: Api, make_instance: InstanceFactory
+) -> None:
+    """The successor receives everything, then dies: nothing was taken, nothing is lost."""
+    container = make_instance(owner="alice")
+    model, term = await alice.terminal(container.name)
+    shell_pid = (await term.run("echo $$")).strip()
+    await term.run("echo before-$((40 + 2))")
+
+    async def listening() -> bool:
+        return tool_app.predecessor is not None
+
+    await wait_until(listening)
+    assert tool_app.predecessor is not None
+    # Output the shell writes while it is suspended waits for whoever reads it next.
+    term.send("stdin", "sleep 1; echo after-$((20 + 1))\r")
+    successor = await asyncio.to_thread(Successor.connect, tool_app.predecessor.path)
+    assert successor is not None
+    inheritance = await asyncio.to_thread(successor.receive)
+    ((entry, _),) = inheritance.sessions
+    assert entry["state"]["id"] == model["id"]
+    assert "before-42" in entry["screen"]
+    # (The test's server has no HTTP server of its own to pass: pytest-jupyter's serves it.)
+    await term.wait_closed()
+    for sock in [*inheritance.listening, *inheritance.shells]:
+        sock.close()
+    successor.close()
+
+    # The client reconnects (suspended, the session did not end though the grace is 0).
+    again = await alice.connect(model["id"])
+    await again.expect("before-42")
+    await again.expect("after-21")
+    assert (await again.run("echo $$")).strip() == shell_pid
+    _, other = await alice.terminal(container.name)  # new sessions open again
+    assert "fresh" in await other.run("echo fresh")
