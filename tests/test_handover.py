@@ -32,7 +32,7 @@ from .server_process import ServerProcess, add_server, running_servers, start_se
 
 #: The successor's configuration: the old one's tool type, and one more.
 ADDED = "handover-added"
-WITH_ADDED_TOOL = {"sandbox": {}, ADDED: {}}
+WITH_ADDED_TOOL: dict[str, dict[str, t.Any]] = {"sandbox": {}, ADDED: {}}
 
 
 def _running_execs(container: t.Any) -> list[str]:
