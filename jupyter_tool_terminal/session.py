@@ -470,9 +470,14 @@ class Session:
         rest = self._decoder.decode(channel.take_buffered())
         if rest:
             self._output(rest)
+        self._end_clients_for_handover()
+        return channel
+
+    def _end_clients_for_handover(self) -> None:
+        # Closed without a `disconnect` frame: the browsers reconnect (to whichever server
+        # then serves the session).
         for client in [*self.clients, *self._attaching]:
             client.end(1012, "The tool-terminal service is restarting")
-        return channel
 
     @property
     def suspended(self) -> bool:
@@ -512,6 +517,7 @@ class Session:
         channel, self._channel = self._channel, None
         if channel is not None:
             channel.release()
+        self._end_clients_for_handover()  # any that connected while it was suspended
         self.clients, self._attaching = [], []
         self.screen.close()
         await self._end_recording()
@@ -525,6 +531,8 @@ class Session:
         self.last_activity = datetime.datetime.fromtimestamp(
             state["last_activity"], datetime.timezone.utc
         )
+        # The idle timeout goes on counting from the last activity, not from the hand-over.
+        self.last_activity_monotonic -= max(time.time() - state["last_activity"], 0.0)
         self.observers = list(state["observers"])
         rows, cols = state["size"]
         self.screen.resize(rows, cols)

@@ -68,6 +68,8 @@ async def test_a_take_over_keeps_the_shell_its_programs_and_its_screen(
         assert "before-42" in await term.run("echo before-$((6 * 7))")
         assert "sleep 1000" in await asyncio.to_thread(container_processes, container)
 
+        # Output written around the hand-over is read by one server or the other, once.
+        term.send("stdin", "sleep 2; echo after-$((30 + 3))\r")
         new = await _successor(servers, folder, old, tool_types=WITH_ADDED_TOOL)
         # The old server hands over, closes its clients (they reconnect) and exits by itself.
         await term.wait_closed(timeout=60)
@@ -76,6 +78,8 @@ async def test_a_take_over_keeps_the_shell_its_programs_and_its_screen(
 
         again = await new.connect(session["id"])
         await again.expect("before-42")  # the screen as it was
+        await again.expect("after-33")
+        assert again.output.count("after-33") == 1, again.output
         assert (await again.run("echo $$")).strip() == shell_pid
         assert "sleep 1000" in await asyncio.to_thread(container_processes, container)
         listed = await new.instances()
