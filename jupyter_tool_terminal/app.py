@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime
 import getpass
 import os
+import sys
+import typing as t
 
 from jupyter_core.paths import jupyter_data_dir
 from jupyter_server.auth.identity import IdentityProvider, User
@@ -21,6 +23,15 @@ from .handlers import (
     SessionResetHandler,
     SessionsHandler,
     TerminalSocket,
+)
+from .handover import (
+    FAILED,
+    HandoverError,
+    Inheritance,
+    Predecessor,
+    Successor,
+    adopt,
+    default_socket_path,
 )
 from .hub_api import HubActivityReporter, HubUserDirectory, running_as_hub_service
 from .manager import MAX_OBSERVERS, SessionManager
@@ -39,6 +50,9 @@ from .setup_status import (
     no_tool_types,
 )
 from .tooltypes import ToolType, ToolTypeError, parse_tool_types
+
+if t.TYPE_CHECKING:
+    from jupyter_server.serverapp import ServerApp
 
 # Handlers match any single path segment; ids are validated strictly by the manager, so that
 # a malformed id gets the same 403 as an unknown one.
@@ -295,6 +309,27 @@ class ToolTerminalApp(ExtensionApp):
         serves the tool terminals itself.""",
     ).tag(config=True)
 
+    take_over = Bool(
+        False,
+        help="""Start by taking over the tool terminals of the server running on this port
+        (an upgrade or a configuration change that ends no session): that server hands its
+        sessions, their shells and its listening socket over and exits, and the browsers
+        reconnect within `disconnect_grace`. If this server cannot serve them (its
+        configuration lacks one of their tool types, or uses another runtime), it exits with
+        status 4 and the running server goes on serving. With no server running, it starts
+        as usual. The service's `--take-over` sets this.""",
+    ).tag(config=True)
+
+    handover_socket = Unicode(
+        "",
+        help="""The Unix socket (mode 0600) where this server listens for a successor, and
+        where a server with `take_over` looks for the one it succeeds. Default:
+        `jupyter-tool-terminal-handover-PORT.sock` in the Jupyter runtime directory.""",
+    ).tag(config=True)
+
+    #: Where this server listens for its successor (``None``: it does not).
+    predecessor: Predecessor | None = None
+
     #: The runtime that runs the shells (created at start-up unless a test or embedder set one).
     tool_runtime: ToolRuntime | None = None
     #: The registry of sessions; ``None`` while the extension is disabled by a config error.
@@ -389,6 +424,101 @@ class ToolTerminalApp(ExtensionApp):
             on_activity=self._record_activity,
             user_directory=user_directory,
         )
+        self._prepare_handover()
+
+    # -- hand-over (see handover.py) ----------------------------------------------------------
+
+    def _server(self) -> ServerApp:
+        assert self.serverapp is not None
+        return self.serverapp
+
+    def _handover_path(self) -> str:
+        serverapp = self._server()
+        return self.handover_socket or default_socket_path(
+            serverapp.runtime_dir, serverapp.port, serverapp.sock
+        )
+
+    def _prepare_handover(self) -> None:
+        """Take the running server's sessions (``take_over``), then listen for a successor."""
+        successor = Successor.connect(self._handover_path()) if self.take_over else None
+        if self.take_over and successor is None:
+            self.log.info(
+                "jupyter_tool_terminal: no running server to take over from at %s; starting "
+                "as usual",
+                self._handover_path(),
+            )
+        inheritance = None if successor is None else self._inherit(successor)
+        self._server().io_loop.add_callback(self._start_handover, successor, inheritance)
+
+    def _inherit(self, successor: Successor) -> Inheritance:
+        """Receive the running server's sessions (suspended there from now on); exit if they
+        cannot be served here (the running server then goes on)."""
+        assert self.tool_runtime is not None
+        assert self.session_manager is not None
+        try:
+            inheritance = successor.receive()
+        except (OSError, ValueError, KeyError, HandoverError) as error:
+            self.log.critical("jupyter_tool_terminal: cannot take over: %s", error)
+            sys.exit(FAILED)
+        reason = inheritance.refusal(self.tool_runtime, self.session_manager.tool_types)
+        if reason is not None:
+            successor.refuse(reason)
+            self.log.critical(
+                "jupyter_tool_terminal: not taking over (the running server goes on): %s", reason
+            )
+            sys.exit(FAILED)
+        self.tool_runtime.take_over(inheritance.message["server"])
+        # This server serves on the predecessor's listening sockets once it let go of them,
+        # never on a port of its own (the configured one is the predecessor's).
+        if inheritance.listening:
+            serverapp: t.Any = self.serverapp
+            address = inheritance.listening[0].getsockname()
+            if isinstance(address, tuple):
+                serverapp.port = address[1]
+            serverapp._find_http_port = lambda: None
+            serverapp._bind_http_server = lambda: None
+        return inheritance
+
+    async def _start_handover(
+        self, successor: Successor | None, inheritance: Inheritance | None
+    ) -> None:
+        manager, runtime = self.session_manager, self.tool_runtime
+        assert manager is not None
+        assert runtime is not None
+        serverapp = self._server()
+        if successor is not None and inheritance is not None:
+            try:
+                await adopt(inheritance, manager, runtime, self.log)
+                await successor.finish()
+            except Exception:
+                self.log.critical(
+                    "jupyter_tool_terminal: the take-over failed; the running server goes on",
+                    exc_info=True,
+                )
+                # At once and without clean-up: what this server holds is the predecessor's.
+                os._exit(FAILED)
+            serverapp.http_server.add_sockets(inheritance.listening)
+            self.log.info(
+                "jupyter_tool_terminal: took over %d tool terminal(s)", len(manager.sessions)
+            )
+        predecessor = Predecessor(
+            self._handover_path(),
+            manager=manager,
+            runtime=runtime,
+            http_server=lambda: getattr(serverapp, "http_server", None),
+            on_handed_over=serverapp.stop,
+            log=self.log,
+        )
+        try:
+            predecessor.start()
+        except OSError as error:
+            self.log.warning(
+                "jupyter_tool_terminal: no successor can take over from this server (%s): %s",
+                predecessor.path,
+                error,
+            )
+        else:
+            self.predecessor = predecessor
 
     def _disabled(self, why: str, section: str) -> None:
         """Log that the extension is disabled and why, and tell its users (a setup note)."""
@@ -495,6 +625,8 @@ class ToolTerminalApp(ExtensionApp):
 
     async def stop_extension(self) -> None:
         """Kill every session's processes before the server exits."""
+        if self.predecessor is not None:
+            self.predecessor.close()
         if self.session_manager is not None:
             await self.session_manager.shutdown()
         if self.tool_runtime is not None:

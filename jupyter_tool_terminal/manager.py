@@ -15,12 +15,20 @@ from . import metrics
 from .events import AuditLog
 from .recording import Recorder, RecordingError
 from .runtime import RuntimeUnavailable, ToolRuntime
-from .runtime.base import valid_instance_id
+from .runtime.base import Instance, ShellChannel, valid_instance_id
 from .session import Session
 from .tooltypes import ToolType
 
 #: What a request for a new session is told while the server stops.
 SHUTTING_DOWN = "The server is shutting down; it opens no new tool terminals."
+#: What a request for a new session is told while the server hands its sessions over.
+HANDING_OVER = (
+    "The tool-terminal server is handing its terminals over to its successor; try again in a "
+    "moment."
+)
+#: Seconds a session whose clients a hand-over closed waits for them to reconnect, at least
+#: (whatever `disconnect_grace` says: the closing was the server's doing, not theirs).
+HANDOVER_RECONNECT = 30.0
 #: Session ids are ``secrets.token_urlsafe(24)``. Every id pattern is used with ``fullmatch``:
 #: ``$`` would also match before a final newline.
 SESSION_ID = re.compile(r"[A-Za-z0-9_-]{32}")
@@ -179,6 +187,7 @@ class SessionManager:
         self._cull_task: asyncio.Task[None] | None = None
         # Shutdown refuses new sessions and waits for those being created.
         self._stopping = False
+        self._handing_over = False
         self._creating = 0
         self._none_creating = asyncio.Event()
         self._none_creating.set()
@@ -313,6 +322,8 @@ class SessionManager:
     def _refuse_if_stopping(self) -> None:
         if self._stopping:
             raise ShuttingDown(SHUTTING_DOWN)
+        if self._handing_over:
+            raise ShuttingDown(HANDING_OVER)
 
     async def _create_session(self, owner: str, instance_id: t.Any, username: str) -> Session:
         started = time.monotonic()
@@ -338,19 +349,7 @@ class SessionManager:
             if not instance.running:
                 msg = f"The tool instance is not running (it is {instance.status})."
                 raise NotRunning(msg)
-            session = Session(
-                owner=owner,
-                username=username,
-                instance=instance,
-                tool=tool,
-                runtime=self.runtime,
-                replay_limit=self.replay_limit,
-                input_limit=self.input_limit,
-                scrollback_lines=self.scrollback_lines,
-                on_ended=self._session_ended,
-                on_activity=self.on_activity,
-                log=self.log,
-            )
+            session = self._new_session(owner, username, instance, tool)
             if tool.record:
                 await self._start_recording(session)
             try:
@@ -382,6 +381,83 @@ class SessionManager:
         metrics.OPENS.labels(instance.runtime).inc()
         metrics.SESSIONS.labels(instance.runtime).inc()
         metrics.OPEN_SECONDS.labels(instance.runtime).observe(opened_in)
+        return session
+
+    def _new_session(
+        self, owner: str, username: str, instance: Instance, tool: ToolType
+    ) -> Session:
+        return Session(
+            owner=owner,
+            username=username,
+            instance=instance,
+            tool=tool,
+            runtime=self.runtime,
+            replay_limit=self.replay_limit,
+            input_limit=self.input_limit,
+            scrollback_lines=self.scrollback_lines,
+            on_ended=self._session_ended,
+            on_activity=self.on_activity,
+            log=self.log,
+        )
+
+    # -- hand-over (see handover.py) ----------------------------------------------------------
+
+    async def suspend_all(self) -> list[tuple[Session, ShellChannel]]:
+        """Refuse new sessions and suspend every session for a hand-over; the suspended
+        ones, each with its shell. Undo with :meth:`resume_all`."""
+        self._handing_over = True
+        await self._none_creating.wait()
+        suspended = []
+        for session in list(self.sessions.values()):
+            channel = await session.suspend()
+            if channel is not None:
+                suspended.append((session, channel))
+        return suspended
+
+    def _suspended(self) -> list[Session]:
+        return [session for session in self.sessions.values() if session.suspended]
+
+    def resume_all(self) -> None:
+        """The hand-over failed: every suspended session goes on here."""
+        self._handing_over = False
+        for session in self._suspended():
+            session.resume()
+            if not session.owner_attached:
+                self._arm_timer(session, self._reconnect_grace, "last client disconnected")
+
+    @property
+    def _reconnect_grace(self) -> float:
+        return max(self.disconnect_grace, HANDOVER_RECONNECT)
+
+    async def hand_off_all(self) -> None:
+        """The successor took the suspended sessions: they end here, their shells do not."""
+        self._stopping = True
+        for session in self._suspended():
+            if self.sessions.pop(session.id, None) is not None:
+                metrics.SESSIONS.labels(session.instance.runtime).dec()
+            self._disarm_timer(session)
+            await session.hand_off()
+            self.log.info("Tool terminal %s handed over to the successor", session.id[:8])
+
+    async def adopt_session(
+        self,
+        state: t.Mapping[str, t.Any],
+        screen: str,
+        instance: Instance,
+        tool: ToolType,
+        channel: ShellChannel,
+    ) -> Session:
+        """Go on with a predecessor's session (see :meth:`Session.adopt`); it waits for its
+        clients to reconnect (:data:`HANDOVER_RECONNECT` or ``disconnect_grace``)."""
+        session = self._new_session(state["owner"], state["username"], instance, tool)
+        if tool.record:
+            await self._start_recording(session)
+        session.adopt(state, screen, channel)
+        self.sessions[session.id] = session
+        metrics.SESSIONS.labels(instance.runtime).inc()
+        self.start_culling()
+        self._arm_timer(session, self._reconnect_grace, "last client disconnected")
+        self.log.info("Tool terminal %s taken over from the predecessor", session.id[:8])
         return session
 
     async def _start_recording(self, session: Session) -> None:
@@ -491,7 +567,7 @@ class SessionManager:
                 self._observer_clients.pop(session.id, None)
         else:
             _release(self._owner_clients, session.id)
-        if not session.owner_attached and not session.ended:
+        if not session.owner_attached and not session.ended and not session.suspended:
             if grace is None:
                 self._arm_timer(session, self.disconnect_grace, "last client disconnected")
             else:

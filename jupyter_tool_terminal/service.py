@@ -123,13 +123,22 @@ def same_site_cookie_options(options: t.Mapping[str, t.Any]) -> dict[str, t.Any]
     return {**options, "samesite": "Lax"}
 
 
+#: The service's own option: take over the terminals of the service running on its port
+#: (an upgrade or a configuration change that ends none; see ``handover.py``).
+TAKE_OVER_OPTION = "--take-over"
+
+
 def server_arguments(argv: list[str]) -> list[str]:
     """The server's command line: the operator's arguments, then what the service enforces.
 
     Command-line arguments override config files, so the enforced ones come last.
+    ``--take-over`` stands for ``--ToolTerminalApp.take_over=True``.
     """
     return [
-        *argv,
+        *(
+            "--ToolTerminalApp.take_over=True" if argument == TAKE_OVER_OPTION else argument
+            for argument in argv
+        ),
         f"--ServerApp.authorizer_class={ServiceAuthorizer.__module__}.ServiceAuthorizer",
         "--ServerApp.default_url=/tool-terminal/",
         "--ServerApp.terminals_enabled=False",

@@ -131,6 +131,13 @@ class Session:
         self._lifecycle = asyncio.Lock()
         self._resize_task: asyncio.Task[None] | None = None
         self._end_task: asyncio.Task[None] | None = None
+        # Decodes the shell's output; kept with the session so that a hand-over takes the
+        # bytes of a character that is only partly read.
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        # Set while the session is suspended for a hand-over (see ``handover.py``): the pump
+        # stops before its next read and input is queued, not written.
+        self._suspended = False
+        self._pump_reading = False
 
     # -- model --------------------------------------------------------------------------------
 
@@ -165,6 +172,7 @@ class Session:
     async def _spawn(self) -> None:
         self._channel = await self._runtime.start_shell(self.instance, self.tool)
         self._touch()
+        self._decoder.reset()
         self._pump_task = asyncio.create_task(self._pump(self._channel))
 
     async def _stop_shell(self) -> None:
@@ -247,14 +255,21 @@ class Session:
         return pending
 
     async def _pump(self, channel: ShellChannel) -> None:
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        decoder = self._decoder
         loop = asyncio.get_running_loop()
         last_frame = 0.0
         last_frame_large = False
         in_flight: list[t.Awaitable[None]] = []
         try:
             while True:
-                data = await channel.read(READ_CHUNK)
+                if self._suspended:
+                    return  # handed over, or back once the hand-over failed (resume)
+                # Only a read may be cancelled by a suspension: it has taken nothing yet.
+                self._pump_reading = True
+                try:
+                    data = await channel.read(READ_CHUNK)
+                finally:
+                    self._pump_reading = False
                 since_last = loop.time() - last_frame
                 flooding = len(data) >= COALESCE_BYTES or (
                     last_frame_large and since_last < FRAME_INTERVAL
@@ -279,17 +294,21 @@ class Session:
                 text = decoder.decode(data, final=not data)
                 in_flight = []
                 if text:
-                    self._touch()
-                    self.screen.feed(text)
-                    if self.recording is not None:
-                        self.recording.output(text)
-                    in_flight = self._broadcast(["stdout", text])
+                    in_flight = self._output(text)
                 if not data:
                     break
         except (ConnectionError, OSError) as error:
             self._log.debug("Tool terminal stream ended: %s", type(error).__name__)
         # The shell ended by itself (or the container went away).
         self._end_task = asyncio.create_task(self._shell_ended(channel))
+
+    def _output(self, text: str) -> list[t.Awaitable[None]]:
+        """Show the shell's output: the screen model, the recording, every client."""
+        self._touch()
+        self.screen.feed(text)
+        if self.recording is not None:
+            self.recording.output(text)
+        return self._broadcast(["stdout", text])
 
     async def _shell_ended(self, channel: ShellChannel) -> None:
         async with self._lifecycle:
@@ -362,6 +381,10 @@ class Session:
         self._touch()
         if self.recording is not None:
             self.recording.input(text)
+        if self._suspended:  # kept for whoever runs the shell next
+            self._input.append(data)
+            self._input_size += len(data)
+            return True
         if not self._input and (self._input_task is None or self._input_task.done()):
             # Nothing is queued before it: what the terminal takes now goes at once.
             try:
@@ -421,3 +444,109 @@ class Session:
             if self.recording is not None:
                 self.recording.resize(*wanted)
             applied = wanted
+
+    # -- hand-over (see handover.py) ----------------------------------------------------------
+
+    async def suspend(self) -> ShellChannel | None:
+        """Stop reading the shell for a hand-over and close the clients (they reconnect).
+
+        What was read from the shell is on the screen; what was not stays in the kernel's
+        buffer for the successor. Holds the session's lifecycle (a close, a reset wait) until
+        :meth:`resume` or :meth:`hand_off`. ``None`` (nothing held) if the session has ended.
+        """
+        await self._lifecycle.acquire()
+        channel = self._channel
+        if self.ended or channel is None:
+            self._lifecycle.release()
+            return None
+        self._suspended = True
+        pump, self._pump_task = self._pump_task, None
+        if pump is not None:
+            if self._pump_reading:
+                pump.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await pump
+        feeding, self._input_task = self._input_task, None
+        if feeding is not None:
+            # Input given to the stream before the suspension goes out first.
+            await asyncio.wait({feeding}, timeout=1.0)
+            feeding.cancel()
+        channel.hold_output(True)
+        rest = self._decoder.decode(channel.take_buffered())
+        if rest:
+            self._output(rest)
+        self._end_clients_for_handover()
+        return channel
+
+    def _end_clients_for_handover(self) -> None:
+        # Closed without a `disconnect` frame: the browsers reconnect (to whichever server
+        # then serves the session).
+        for client in [*self.clients, *self._attaching]:
+            client.end(1012, "The tool-terminal service is restarting")
+
+    @property
+    def suspended(self) -> bool:
+        """Whether the session is suspended for a hand-over."""
+        return self._suspended
+
+    def handover_state(self) -> dict[str, t.Any]:
+        """What a successor needs to go on with the suspended session (JSON-ready)."""
+        return {
+            "id": self.id,
+            "owner": self.owner,
+            "username": self.username,
+            "instance": self.instance.id,
+            "tool": self.tool.name,
+            "created": self.created.timestamp(),
+            "last_activity": self.last_activity.timestamp(),
+            "observers": list(self.observers),
+            "size": list(self.screen.size),
+            "undecoded": self._decoder.getstate()[0].hex(),
+            "input": b"".join(self._input).hex(),
+        }
+
+    def resume(self) -> None:
+        """Go on after a hand-over failed: read the shell again, write what was typed."""
+        channel = self._channel
+        self._suspended = False
+        if channel is not None:
+            channel.hold_output(False)
+            self._pump_task = asyncio.create_task(self._pump(channel))
+            if self._input:
+                self._input_task = asyncio.create_task(self._feed_input(channel))
+        self._lifecycle.release()
+
+    async def hand_off(self) -> None:
+        """The successor took the session: end it here without ending its shell."""
+        self.ended = True
+        channel, self._channel = self._channel, None
+        if channel is not None:
+            channel.release()
+        self._end_clients_for_handover()  # any that connected while it was suspended
+        self.clients, self._attaching = [], []
+        self.screen.close()
+        await self._end_recording()
+        self._lifecycle.release()
+
+    def adopt(self, state: t.Mapping[str, t.Any], screen: str, channel: ShellChannel) -> None:
+        """Go on with a predecessor's session (``state`` from :meth:`handover_state`) whose
+        shell is ``channel`` and whose screen was ``screen``."""
+        self.id = state["id"]
+        self.created = datetime.datetime.fromtimestamp(state["created"], datetime.timezone.utc)
+        self.last_activity = datetime.datetime.fromtimestamp(
+            state["last_activity"], datetime.timezone.utc
+        )
+        # The idle timeout goes on counting from the last activity, not from the hand-over.
+        self.last_activity_monotonic -= max(time.time() - state["last_activity"], 0.0)
+        self.observers = list(state["observers"])
+        rows, cols = state["size"]
+        self.screen.resize(rows, cols)
+        self.screen.feed(screen)
+        self._decoder.decode(bytes.fromhex(state["undecoded"]))
+        self._channel = channel
+        self._pump_task = asyncio.create_task(self._pump(channel))
+        typed = bytes.fromhex(state["input"])
+        if typed:
+            self._input.append(typed)
+            self._input_size = len(typed)
+            self._input_task = asyncio.create_task(self._feed_input(channel))

@@ -74,13 +74,24 @@ class ServerProcess:
         )
         return response.code
 
+    async def instances(self) -> list[str]:
+        """The ids of the tool instances the server lists for dana."""
+        response = await AsyncHTTPClient().fetch(
+            f"{self.base}/tool-terminal/api/instances", headers=self.headers
+        )
+        return [instance["id"] for instance in json.loads(response.body)]
+
+    async def connect(self, session_id: str) -> TerminalClient:
+        """A WebSocket client attached to the session ``session_id``."""
+        ws = await websocket_connect(
+            f"ws://127.0.0.1:{self.port}/tool-terminal/websocket/{session_id}?token={TOKEN}"
+        )
+        return TerminalClient(ws)
+
     async def terminal(self, instance: str) -> tuple[dict[str, t.Any], TerminalClient]:
         """A new session in ``instance`` and a WebSocket client attached to it."""
         session = await self.create_session(instance)
-        ws = await websocket_connect(
-            f"ws://127.0.0.1:{self.port}/tool-terminal/websocket/{session['id']}?token={TOKEN}"
-        )
-        return session, TerminalClient(ws)
+        return session, await self.connect(session["id"])
 
     def kill(self) -> None:
         """SIGKILL the server (no clean-up of its own runs) and collect it."""
@@ -101,12 +112,14 @@ class ServerProcess:
 def start_server(
     folder: Path,
     stderr: t.Any = subprocess.DEVNULL,
+    port: int | None = None,
     **tool_terminal: t.Any,
 ) -> ServerProcess:
     """Start a real `jupyter server` with the extension, owned by dana, configured (and with
-    its runtime directory) in ``folder``; ``tool_terminal`` adds ToolTerminalApp settings."""
+    its runtime directory) in ``folder``, on ``port`` (default: a free one);
+    ``tool_terminal`` adds ToolTerminalApp settings."""
     folder.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
+    port = _free_port() if port is None else port
     config = folder / "jupyter_server_config.json"
     config.write_text(
         json.dumps(

@@ -21,7 +21,7 @@ import pytest
 
 from jupyter_tool_terminal.service import external_service_environment
 
-from .conftest import InstanceFactory
+from .conftest import BASE_PROCESSES, InstanceFactory, wait_for_processes
 from .hub import REPO, Browser, Hub, free_port, service_roles, wait_for_service
 from .terminal_client import TerminalClient
 
@@ -46,13 +46,26 @@ c.JupyterHub.services.append(
 class ExternalService:
     """The service started as its process manager would start it, outside the Hub."""
 
-    def __init__(self, directory: Path, hub: Hub, port: int) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        hub: Hub,
+        port: int,
+        *,
+        tool_types: t.Sequence[str] = ("sandbox",),
+        arguments: t.Sequence[str] = (),
+        name: str = "service",
+    ) -> None:
+        """Start the service in ``directory`` (its home); ``name`` names its config file and
+        log, ``arguments`` are added to its command line."""
         self.directory = directory
-        config = directory / "service_config.py"
+        self.port = port
+        config = directory / f"{name}_config.py"
+        shells = {tool: {"shell": ["/bin/sh"]} for tool in tool_types}
         config.write_text(
             "c = get_config()  # noqa\n"
             'c.ToolTerminalApp.runtime = "docker"\n'
-            'c.ToolTerminalApp.tool_types = {"sandbox": {"shell": ["/bin/sh"]}}\n'
+            f"c.ToolTerminalApp.tool_types = {shells!r}\n"
         )
         environment = external_service_environment(
             name=SERVICE,
@@ -60,7 +73,7 @@ class ExternalService:
             api_url=f"http://127.0.0.1:{hub.hub_port}/hub/api",
             api_token=SERVICE_TOKEN,
         )
-        self.log = directory / "service.log"
+        self.log = directory / f"{name}.log"
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
                 [
@@ -69,6 +82,7 @@ class ExternalService:
                     "jupyter_tool_terminal.service",
                     "--ServerApp.allow_root=True",
                     f"--config={config}",
+                    *arguments,
                 ],
                 cwd=directory,
                 env={
@@ -146,3 +160,43 @@ async def test_a_hub_restart_leaves_the_external_services_terminals_running(
     status, sessions = await alice.json("GET", f"{PREFIX}tool-terminal/api/sessions")
     assert status == 200, sessions
     assert [item["id"] for item in sessions] == [model["id"]], json.dumps(sessions)
+
+
+@pytest.mark.timeout(300)
+async def test_a_take_over_hands_the_services_terminals_to_its_successor(
+    external: tuple[Hub, ExternalService], make_instance: InstanceFactory
+) -> None:
+    """`jupyter-tool-terminal-service --take-over` with a tool type more: the same shell."""
+    hub, service = external
+    hers = make_instance(owner="alice")
+    added = make_instance(owner="alice", tool="handover-added")
+    alice = Browser(hub, "alice")
+    await alice.service_login(PREFIX)
+    model, term = await alice.terminal(PREFIX, hers.name)
+    shell = (await term.run("sleep 1000 & echo SHELL-$$")).strip().splitlines()[-1]
+    assert shell.startswith("SHELL-")
+
+    successor = ExternalService(
+        service.directory,
+        hub,
+        service.port,
+        tool_types=("sandbox", "handover-added"),
+        arguments=["--take-over"],
+        name="successor",
+    )
+    try:
+        await term.wait_closed(timeout=60)
+        assert await asyncio.to_thread(service.process.wait, 60) == 0
+        again = await _reattach(alice, model["id"])
+        await again.expect(shell)
+        assert (await again.run("echo SHELL-$$")).strip() == shell
+        assert "sleep 1000" in await again.run("ps")
+        status, instances = await alice.json("GET", f"{PREFIX}tool-terminal/api/instances")
+        assert status == 200, instances
+        assert {hers.name, added.name} <= {item["id"] for item in instances}
+        status, _ = await alice.json("DELETE", f"{PREFIX}tool-terminal/api/sessions/{model['id']}")
+        assert status == 204
+        processes = await wait_for_processes(hers, BASE_PROCESSES, timeout=10)
+        assert set(processes) <= BASE_PROCESSES, processes
+    finally:
+        successor.stop()

@@ -108,6 +108,20 @@ class ShellChannel(abc.ABC):
         """
         del held  # nothing to hold by default
 
+    def take_buffered(self) -> bytes:
+        """Take the output already read off the terminal's connection and not yet by
+        :meth:`read` (a hand-over moves it to the screen before the connection moves)."""
+        return b""
+
+    def release(self) -> None:  # noqa: B027 - optional: most channels hold nothing more
+        """Let go of the terminal without ending the shell: a successor took it over."""
+
+    def handover(self) -> tuple[int, dict[str, str]]:
+        """The descriptor of the terminal's connection and what names the shell, for a
+        successor (``handover.py``); ``ValueError`` if this terminal cannot change process."""
+        msg = "this runtime's terminals cannot be handed over"
+        raise ValueError(msg)
+
     @abc.abstractmethod
     async def exit_code(self) -> int | None:
         """Return the shell's exit code once it has ended (``None`` if unknown)."""
@@ -147,6 +161,18 @@ class ToolRuntime(LoggingConfigurable):
 
     async def start_shell(self, instance: Instance, tool: ToolType) -> ShellChannel:
         """Start the tool type's shell (after its startup command) in a new terminal."""
+        raise NotImplementedError
+
+    def handover_state(self) -> dict[str, t.Any]:
+        """What a successor must take over besides the shells (JSON-ready)."""
+        return {}
+
+    def take_over(self, state: t.Mapping[str, t.Any]) -> None:
+        """Take over a predecessor's :meth:`handover_state`, before any shell starts."""
+        del state
+
+    async def adopt_shell(self, shell: t.Mapping[str, str], sock: t.Any) -> ShellChannel:
+        """Go on with a predecessor's shell (see :meth:`ShellChannel.handover`)."""
         raise NotImplementedError
 
     def close(self) -> None:

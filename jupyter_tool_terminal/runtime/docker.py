@@ -177,6 +177,25 @@ class _ExecChannel(ShellChannel):
         code = info.get("ExitCode")
         return code if isinstance(code, int) and not info.get("Running") else None
 
+    def take_buffered(self) -> bytes:
+        return b"" if self._stream is None else self._stream.take_buffered()
+
+    def release(self) -> None:
+        self._terminated = True  # the successor's to end, not this server's
+        self.close()
+
+    def handover(self) -> tuple[int, dict[str, str]]:
+        """The descriptor of the exec's connection and what names the shell, for a successor
+        (``handover.py``); ``ValueError`` if the connection cannot change process: a TLS
+        connection's state (a remote engine's) and a thread's transport (SSH) stay here."""
+        transport = None if self._stream is None else self._stream.transport
+        sock = None if transport is None else transport.get_extra_info("socket")
+        if sock is None or transport is None or transport.get_extra_info("ssl_object"):
+            msg = "only exec streams over a local engine socket can be handed over"
+            raise ValueError(msg)
+        shell = dataclasses.asdict(self._exec)
+        return sock.fileno(), shell
+
     def close(self) -> None:
         """Close the stream. This does not end the shell: see :meth:`terminate`."""
         if self._stream is not None:
@@ -527,6 +546,23 @@ class DockerRuntime(ToolRuntime):
             self.kills.forget(target, tag)
             raise
         return await self._open(_Exec(instance.container_id, exec_id, tag, target[1]))
+
+    def handover_state(self) -> dict[str, t.Any]:
+        return self.kills.handover_state()
+
+    def take_over(self, state: t.Mapping[str, t.Any]) -> None:
+        self.kills.take_over(state)
+
+    async def adopt_shell(self, shell: t.Mapping[str, str], sock: t.Any) -> ShellChannel:
+        """Go on with a predecessor's shell (``shell`` from :meth:`_ExecChannel.handover`)
+        over its exec connection ``sock``; it counts as this server's from now on."""
+        adopted = _Exec(shell["container_id"], shell["exec_id"], shell["tag"], shell["user"])
+        await self.kills.register(adopted.target, adopted.tag, mark=False)
+        sock.setblocking(False)
+        _, stream = await asyncio.get_running_loop().create_connection(ShellStream, sock=sock)
+        channel = _ExecChannel(self, adopted, stream)
+        channel.spoke = channel._started = True  # it ran under the predecessor
+        return channel
 
     async def _create_exec(
         self, instance: DockerInstance, tool: ToolType, tag: str, leased: bool

@@ -106,6 +106,17 @@ class KillWing:
         self.server_id = secrets.token_hex(16)
         self._lease_locks: dict[Target, asyncio.Lock] = {}
 
+    def handover_state(self) -> dict[str, t.Any]:
+        """What a successor takes over (``handover.py``): this server's id, which its shells
+        carry, and the marks of ``"cleanup": "instance"`` containers."""
+        return {"server_id": self.server_id, "marks": dict(self._marks)}
+
+    def take_over(self, state: t.Mapping[str, t.Any]) -> None:
+        """Become the predecessor whose :meth:`handover_state` this is, before any lease of
+        this server runs: its shells are then this server's, never orphans to its leases."""
+        self.server_id = state["server_id"]
+        self._marks.update(state["marks"])
+
     def close(self) -> None:
         """Give up: the server stops (its sessions were killed before)."""
         for container_id in {target[0] for target in self._deferred}:

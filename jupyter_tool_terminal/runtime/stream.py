@@ -131,6 +131,13 @@ class ShellStream(asyncio.BufferedProtocol):
         """Bytes of output read from the connection and not yet taken by :meth:`read`."""
         return len(self._buffer)
 
+    def take_buffered(self) -> bytes:
+        """Everything read from the connection and not yet taken by :meth:`read`."""
+        data = bytes(self._buffer)
+        self._buffer.clear()
+        self._update_reading()
+        return data
+
     async def _wait_for_data(self) -> None:
         self._data_waiter = asyncio.get_running_loop().create_future()
         try:

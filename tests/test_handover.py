@@ -1,0 +1,169 @@
+"""A server's sessions handed over to its successor (issue 20.3): an upgrade or a configuration
+change without ending a terminal.
+
+The successor is started with ``take_over`` on the same port and runtime directory; it takes
+the exec streams (SCM_RIGHTS), the sessions' state and the listening socket from the running
+server, which then exits without killing anything. The shell, what runs in it and its screen
+are the same afterwards, and a tool type the new configuration adds is listed. A successor
+that refuses (its configuration lacks a tool type whose sessions are open) leaves the old
+server serving everything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import typing as t
+from pathlib import Path
+
+import docker
+
+from jupyter_tool_terminal.app import ToolTerminalApp
+from jupyter_tool_terminal.handover import FAILED, Successor
+
+from .conftest import (
+    BASE_PROCESSES,
+    Api,
+    InstanceFactory,
+    container_processes,
+    wait_for_processes,
+    wait_until,
+)
+from .server_process import ServerProcess, add_server, running_servers, start_server
+
+#: The successor's configuration: the old one's tool type, and one more.
+ADDED = "handover-added"
+WITH_ADDED_TOOL: dict[str, dict[str, t.Any]] = {"sandbox": {}, ADDED: {}}
+
+
+def _running_execs(container: t.Any) -> list[str]:
+    api = container.client.api
+    execs = api.inspect_container(container.id).get("ExecIDs") or []
+    return [exec_id for exec_id in execs if api.exec_inspect(exec_id).get("Running")]
+
+
+async def _successor(
+    servers: list[ServerProcess], folder: Path, old: ServerProcess, **settings: t.Any
+) -> ServerProcess:
+    log = (folder / "successor.log").open("ab")
+    new = start_server(folder, stderr=log, port=old.port, take_over=True, **settings)
+    log.close()
+    servers.append(new)
+    return new
+
+
+async def test_a_take_over_keeps_the_shell_its_programs_and_its_screen(
+    make_instance: InstanceFactory, docker_client: docker.DockerClient, tmp_path: Path
+) -> None:
+    container = make_instance(owner="dana")
+    added = make_instance(owner="dana", tool=ADDED)
+    folder = tmp_path / "server"
+    with running_servers() as servers:
+        old = await add_server(servers, folder)
+        listed = await old.instances()  # (the engine is shared: others' may be listed too)
+        assert container.name in listed
+        assert added.name not in listed
+        session, term = await old.terminal(container.name)
+        shell_pid = (await term.run("echo $$")).strip()
+        term.send("stdin", "sleep 1000 &\r")
+        assert "before-42" in await term.run("echo before-$((6 * 7))")
+        assert "sleep 1000" in await asyncio.to_thread(container_processes, container)
+
+        # Output written around the hand-over is read by one server or the other, once.
+        term.send("stdin", "sleep 2; echo after-$((30 + 3))\r")
+        new = await _successor(servers, folder, old, tool_types=WITH_ADDED_TOOL)
+        # The old server hands over, closes its clients (they reconnect) and exits by itself.
+        await term.wait_closed(timeout=60)
+        assert await asyncio.to_thread(old.process.wait, 30) == 0
+        await new.wait_ready()
+
+        again = await new.connect(session["id"])
+        await again.expect("before-42")  # the screen as it was
+        await again.expect("after-33")
+        assert again.output.count("after-33") == 1, again.output
+        assert (await again.run("echo $$")).strip() == shell_pid
+        assert "sleep 1000" in await asyncio.to_thread(container_processes, container)
+        listed = await new.instances()
+        assert container.name in listed
+        assert added.name in listed  # the new configuration's tool type
+
+        # Nothing of either server is left once the session ends.
+        assert await new.delete_session(session["id"]) == 204
+        processes = await wait_for_processes(container, BASE_PROCESSES, timeout=10)
+        assert set(processes) <= BASE_PROCESSES, processes
+        assert await asyncio.to_thread(_running_execs, container) == []
+
+
+async def test_a_refused_take_over_leaves_the_old_server_serving(
+    make_instance: InstanceFactory, tmp_path: Path
+) -> None:
+    container = make_instance(owner="dana")
+    folder = tmp_path / "server"
+    with running_servers() as servers:
+        old = await add_server(servers, folder)
+        session, term = await old.terminal(container.name)
+        shell_pid = (await term.run("echo $$")).strip()
+        await term.run("echo before-refusal")
+        # The new configuration lacks the open session's tool type: it cannot serve it.
+        new = await _successor(servers, folder, old, tool_types={ADDED: {}})
+        assert await asyncio.to_thread(new.process.wait, 60) == FAILED
+        assert old.process.poll() is None
+        # Its clients were closed when it suspended its sessions; they reconnect to it.
+        await term.wait_closed()
+        term = await old.connect(session["id"])
+        await term.expect("before-refusal")
+        assert (await term.run("echo $$")).strip() == shell_pid
+        assert "still-here" in await term.run("echo still-here")
+        other, other_term = await old.terminal(container.name)
+        assert "fresh" in await other_term.run("echo fresh")
+        for ended in (session, other):
+            assert await old.delete_session(ended["id"]) == 204
+        processes = await wait_for_processes(container, BASE_PROCESSES, timeout=10)
+        assert set(processes) <= BASE_PROCESSES, processes
+
+
+async def test_the_successor_of_no_server_starts_on_its_own(
+    make_instance: InstanceFactory, tmp_path: Path
+) -> None:
+    """``take_over`` with no running predecessor is an ordinary start."""
+    container = make_instance(owner="dana")
+    with running_servers() as servers:
+        server = await add_server(servers, tmp_path, take_over=True)
+        _, term = await server.terminal(container.name)
+        assert "alone" in await term.run("echo alone")
+
+
+async def test_a_successor_that_dies_midway_leaves_the_server_serving(
+    tool_app: ToolTerminalApp, alice: Api, make_instance: InstanceFactory
+) -> None:
+    """The successor receives everything, then dies: nothing was taken, nothing is lost."""
+    container = make_instance(owner="alice")
+    model, term = await alice.terminal(container.name)
+    shell_pid = (await term.run("echo $$")).strip()
+    await term.run("echo before-$((40 + 2))")
+
+    async def listening() -> bool:
+        return tool_app.predecessor is not None
+
+    await wait_until(listening)
+    assert tool_app.predecessor is not None
+    # Output the shell writes while it is suspended waits for whoever reads it next.
+    term.send("stdin", "sleep 1; echo after-$((20 + 1))\r")
+    successor = await asyncio.to_thread(Successor.connect, tool_app.predecessor.path)
+    assert successor is not None
+    inheritance = await asyncio.to_thread(successor.receive)
+    ((entry, _),) = inheritance.sessions
+    assert entry["state"]["id"] == model["id"]
+    assert "before-42" in entry["screen"]
+    # (The test's server has no HTTP server of its own to pass: pytest-jupyter's serves it.)
+    await term.wait_closed()
+    for sock in [*inheritance.listening, *inheritance.shells]:
+        sock.close()
+    successor.close()
+
+    # The client reconnects (suspended, the session did not end though the grace is 0).
+    again = await alice.connect(model["id"])
+    await again.expect("before-42")
+    await again.expect("after-21")
+    assert (await again.run("echo $$")).strip() == shell_pid
+    _, other = await alice.terminal(container.name)  # new sessions open again
+    assert "fresh" in await other.run("echo fresh")
