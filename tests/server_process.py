@@ -34,10 +34,12 @@ class ServerProcess:
 
     process: subprocess.Popen[bytes]
     port: int
+    #: The server's base URL (its `ServerApp.base_url`), with its slashes.
+    base_url: str = "/"
 
     @property
     def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://127.0.0.1:{self.port}{self.base_url.rstrip('/')}"
 
     @property
     def headers(self) -> dict[str, str]:
@@ -78,7 +80,8 @@ class ServerProcess:
         """A new session in ``instance`` and a WebSocket client attached to it."""
         session = await self.create_session(instance)
         ws = await websocket_connect(
-            f"ws://127.0.0.1:{self.port}/tool-terminal/websocket/{session['id']}?token={TOKEN}"
+            f"ws://127.0.0.1:{self.port}{self.base_url.rstrip('/')}/tool-terminal/websocket/"
+            f"{session['id']}?token={TOKEN}"
         )
         return session, TerminalClient(ws)
 
@@ -101,10 +104,12 @@ class ServerProcess:
 def start_server(
     folder: Path,
     stderr: t.Any = subprocess.DEVNULL,
+    base_url: str = "/",
     **tool_terminal: t.Any,
 ) -> ServerProcess:
     """Start a real `jupyter server` with the extension, owned by dana, configured (and with
-    its runtime directory) in ``folder``; ``tool_terminal`` adds ToolTerminalApp settings."""
+    its runtime directory) in ``folder``, at ``base_url``; ``tool_terminal`` adds (or replaces)
+    ToolTerminalApp settings."""
     folder.mkdir(parents=True, exist_ok=True)
     port = _free_port()
     config = folder / "jupyter_server_config.json"
@@ -116,6 +121,7 @@ def start_server(
                     "ip": "127.0.0.1",
                     "open_browser": False,
                     "allow_root": True,
+                    "base_url": base_url,
                 },
                 "IdentityProvider": {"token": TOKEN},
                 "ToolTerminalApp": {
@@ -140,7 +146,7 @@ def start_server(
         stdout=subprocess.DEVNULL,
         stderr=stderr,
     )
-    return ServerProcess(process, port)
+    return ServerProcess(process, port, base_url)
 
 
 async def add_server(
