@@ -67,11 +67,29 @@ def test_the_description_is_valid_openapi() -> None:
     validate(_spec())  # raises, naming the first error
 
 
-def test_every_link_is_one_schemathesis_can_report() -> None:
-    links = declared_links(_spec())
-    # instances -> session; session -> get, reset, observers, share, delete; share -> list, revoke
-    assert len(links) == 8, links
-    assert "GET /tool-terminal/api/instances -> [200] StartSessionInFirstInstance" in links
+def test_every_link_leads_to_an_operation_of_the_description() -> None:
+    spec = _spec()
+    operations = {
+        operation.get("operationId")
+        for item in spec["paths"].values()
+        for method, operation in item.items()
+        if method != "parameters"
+    }
+    targets = {
+        link["operationId"]
+        for item in spec["paths"].values()
+        for method, operation in item.items()
+        if method != "parameters"
+        for response in operation["responses"].values()
+        for link in response.get("links", {}).values()
+    }
+    assert targets <= operations, targets - operations
+    # From the instances to a new session, and from it to everything done with a session.
+    one_session = {"getSession", "resetSession", "deleteSession", "listObservers", "addObserver"}
+    assert {"createSession", "removeObserver", *one_session} <= targets
+    assert "GET /tool-terminal/api/instances -> [200] StartSessionInFirstInstance" in (
+        declared_links(spec)
+    )
 
 
 #: Stateful runs after the first, at most, until every link was followed: which link a step
