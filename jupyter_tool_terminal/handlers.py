@@ -55,6 +55,17 @@ def _status_phrase(status: int) -> str:
         return "Unknown"
 
 
+def allowed_methods(handler: web.RequestHandler) -> str:
+    """The methods ``handler``'s route answers, for the ``Allow`` header a 405 must carry
+    (RFC 9110): those its class defines, not tornado's defaults (which answer 405)."""
+    return ", ".join(
+        method
+        for method in handler.SUPPORTED_METHODS
+        if getattr(type(handler), method.lower(), None)
+        is not getattr(web.RequestHandler, method.lower(), None)
+    )
+
+
 def _strict_json(text: str) -> t.Any:
     """Parse JSON without NaN/Infinity (Python accepts them by default)."""
     return json.loads(text, parse_constant=_reject_constant)
@@ -149,6 +160,8 @@ class ToolTerminalMixin(ExtensionHandlerMixin):
     def write_error(self, status_code: int, **kwargs: t.Any) -> None:
         """A refusal before authentication completed is a JSON message on every route: an
         HTML error page needs the user (jupyter_server's raises without one)."""
+        if status_code == 405:
+            t.cast(JupyterHandler, self).set_header("Allow", allowed_methods(t.cast(t.Any, self)))
         if self.authentication_ran:
             t.cast(t.Any, super()).write_error(status_code, **kwargs)
         else:
@@ -396,6 +409,8 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
 
     def write_error(self, status_code: int, **kwargs: t.Any) -> None:
         """Refusals before the upgrade are JSON messages, as for the REST routes."""
+        if status_code == 405:
+            self.set_header("Allow", allowed_methods(self))
         t.cast(t.Any, APIHandler).write_error(self, status_code, **kwargs)
 
     def get_compression_options(self) -> dict[str, t.Any] | None:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the Docker image the tests and the demo use, without any registry: busybox (and bash,
 # if bash-static is installed) with applet links, a minimal /etc/passwd, imported with
-# `docker import`. Usage: scripts/build-test-image.sh [IMAGE]  (default jupyter-tool-terminal-test:latest)
+# `docker import` (or `$CONTAINER_CLI import`: CONTAINER_CLI="podman --url unix:///run/podman-test.sock"
+# imports it into Podman). Usage: scripts/build-test-image.sh [IMAGE]  (default jupyter-tool-terminal-test:latest)
 set -euo pipefail
 image=${1:-jupyter-tool-terminal-test:latest}
 busybox=$(command -v busybox || true)
@@ -26,5 +27,5 @@ nobody:x:65534:65534:nobody:/:/bin/sh
 PASSWD
 printf 'root:x:0:\nstudent:x:1000:\nnogroup:x:65534:\n' > "$root/etc/group"
 chown -R 1000:1000 "$root/home/student"
-tar -C "$root" -c . | docker import -c 'CMD ["/bin/sleep","infinity"]' -c 'ENV PATH=/bin' - "$image" >/dev/null
+tar -C "$root" -c . | ${CONTAINER_CLI:-docker} import -c 'CMD ["/bin/sleep","infinity"]' -c 'ENV PATH=/bin' - "$image" >/dev/null
 echo "built $image"

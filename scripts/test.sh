@@ -46,6 +46,11 @@ stage() {
 pytest_stage() {
   # CI owns its engine, so the test that restarts dockerd mid-session runs there.
   if [ "${CI:-}" = true ] && [ "$(id -u)" = 0 ]; then export JTT_TEST_RESTART_DOCKERD=1; fi
+  # The contract tests run against Podman's Docker API too (tests/test_podman.py).
+  if [ "$(id -u)" = 0 ]; then
+    JTT_PODMAN_HOST=$(bash scripts/podman.sh) || return 1
+    export JTT_PODMAN_HOST
+  fi
   python -m pytest -q
 }
 extensions_enabled() {

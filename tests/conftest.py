@@ -45,8 +45,13 @@ TOKENS = {"alice-secret-token": "alice", "bob-secret-token": "bob"}
 #: Tokens a test revoked (as a Hub revokes a token at logout); they authenticate nobody.
 REVOKED_TOKENS: set[str] = set()
 COOKIE_NAME = "jtt-test-user"
-#: Processes of the test containers' own (PID 1 is docker-init, then `sleep infinity`).
-BASE_PROCESSES = {"/sbin/docker-init -- /bin/sleep infinity", "/bin/sleep infinity"}
+#: Processes of the test containers' own (PID 1 is docker-init, or Podman's catatonit, then
+#: `sleep infinity`).
+BASE_PROCESSES = {
+    "/sbin/docker-init -- /bin/sleep infinity",
+    "/run/podman-init -- /bin/sleep infinity",
+    "/bin/sleep infinity",
+}
 #: A server's lease (the reaper it keeps in a container where its shells run), as
 #: :func:`container_processes` shows it: `docker top`'s line without the server's id.
 LEASE_PROCESS = " ".join([*REAPER_COMMAND, LEASE_NAME])
@@ -297,6 +302,11 @@ def make_container(docker_client: docker.DockerClient) -> t.Iterator[InstanceFac
             container.remove(force=True)
 
 
+def is_podman(version: t.Mapping[str, t.Any]) -> bool:
+    """Whether an engine's `GET /version` answer is Podman's (its Docker-compatible service)."""
+    return any(item.get("Name") == "Podman Engine" for item in version.get("Components") or [])
+
+
 def exec_count(container: t.Any) -> int:
     """How many execs the engine has recorded for a container."""
     return len(container.client.api.inspect_container(container.id).get("ExecIDs") or [])
@@ -309,11 +319,16 @@ def container_processes(container: t.Any) -> list[str]:
     if isinstance(container, LocalInstanceHandle):
         return _local_processes(container.root.resolve())
     top = container.top(ps_args="-eo pid,args")
-    index = top["Titles"].index("COMMAND") if "COMMAND" in top["Titles"] else -1
+    titles, rows = top["Titles"], top["Processes"]
+    if len(titles) == 1 and " " in titles[0]:
+        # Podman 4 answers each row as one string, under one title ("PID   COMMAND").
+        titles = titles[0].split()
+        rows = [row[0].split(None, len(titles) - 1) for row in rows]
+    index = titles.index("COMMAND") if "COMMAND" in titles else -1
     # (Some engines' `ps` cuts long lines: a lease's may end anywhere after the reaper's part.)
     return [
         LEASE_PROCESS if row[index].startswith(f"{_REAPER_PROCESS} ") else row[index]
-        for row in top["Processes"]
+        for row in rows
     ]
 
 

@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import typing as t
 from pathlib import Path
 
@@ -34,10 +35,12 @@ class ServerProcess:
 
     process: subprocess.Popen[bytes]
     port: int
+    #: The server's base URL (its `ServerApp.base_url`), with its slashes.
+    base_url: str = "/"
 
     @property
     def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://127.0.0.1:{self.port}{self.base_url.rstrip('/')}"
 
     @property
     def headers(self) -> dict[str, str]:
@@ -46,7 +49,9 @@ class ServerProcess:
     async def wait_ready(self) -> None:
         """Wait until the server answers (it fails the test if it exits first)."""
         client = AsyncHTTPClient()
-        for _ in range(300):
+        # A minute: on two busy cores a server was measured to take 13 s, and once over 30.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
             assert self.process.poll() is None, "jupyter server exited early"
             try:
                 await client.fetch(f"{self.base}/api/status", headers=self.headers)
@@ -84,7 +89,8 @@ class ServerProcess:
     async def connect(self, session_id: str) -> TerminalClient:
         """A WebSocket client attached to the session ``session_id``."""
         ws = await websocket_connect(
-            f"ws://127.0.0.1:{self.port}/tool-terminal/websocket/{session_id}?token={TOKEN}"
+            f"ws://127.0.0.1:{self.port}{self.base_url.rstrip('/')}/tool-terminal/websocket/"
+            f"{session_id}?token={TOKEN}"
         )
         return TerminalClient(ws)
 
@@ -113,11 +119,12 @@ def start_server(
     folder: Path,
     stderr: t.Any = subprocess.DEVNULL,
     port: int | None = None,
+    base_url: str = "/",
     **tool_terminal: t.Any,
 ) -> ServerProcess:
     """Start a real `jupyter server` with the extension, owned by dana, configured (and with
-    its runtime directory) in ``folder``, on ``port`` (default: a free one);
-    ``tool_terminal`` adds ToolTerminalApp settings."""
+    its runtime directory) in ``folder``, on ``port`` (default: a free one) at ``base_url``;
+    ``tool_terminal`` adds (or replaces) ToolTerminalApp settings."""
     folder.mkdir(parents=True, exist_ok=True)
     port = _free_port() if port is None else port
     config = folder / "jupyter_server_config.json"
@@ -129,6 +136,7 @@ def start_server(
                     "ip": "127.0.0.1",
                     "open_browser": False,
                     "allow_root": True,
+                    "base_url": base_url,
                 },
                 "IdentityProvider": {"token": TOKEN},
                 "ToolTerminalApp": {
@@ -153,7 +161,7 @@ def start_server(
         stdout=subprocess.DEVNULL,
         stderr=stderr,
     )
-    return ServerProcess(process, port)
+    return ServerProcess(process, port, base_url)
 
 
 async def add_server(

@@ -133,6 +133,32 @@ async def test_requests_tornado_refuses_early_get_a_json_4xx_and_are_audited(
     assert refused[0]["session_id"] is None
 
 
+@pytest.mark.parametrize(
+    ("method", "path", "allowed"),
+    [
+        ("XYZZY", "tool-terminal/api/sessions", "GET, POST, OPTIONS"),
+        ("TRACE", "tool-terminal/api/instances", "GET, OPTIONS"),
+        ("PUT", "tool-terminal/api/sessions/" + "A" * 32 + "/reset", "POST, OPTIONS"),
+        ("XYZZY", "tool-terminal/", "GET"),
+        ("POST", "tool-terminal/websocket/" + "A" * 32, "GET"),
+    ],
+)
+async def test_a_405_names_the_methods_of_its_route(
+    method: str, path: str, allowed: str, http_server_client: t.Any, jp_base_url: str
+) -> None:
+    # RFC 9110: a 405 carries `Allow` (schemathesis' unsupported-method check asks for it).
+    response = await http_server_client.fetch(
+        jp_base_url + path,
+        method=method,
+        headers=ALICE,
+        body=b"" if method in ("POST", "PUT") else None,
+        allow_nonstandard_methods=True,
+        raise_error=False,
+    )
+    assert response.code == 405, response.code
+    assert response.headers.get("Allow") == allowed
+
+
 async def test_a_refusal_is_logged_with_the_user_and_the_session(
     alice: Api, bob: Api, make_instance: InstanceFactory, tool_app: ToolTerminalApp
 ) -> None:

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Starts Podman's Docker-compatible API service for the Podman contract tests (tests/test_podman.py)
+# and imports the test image into it. As root on Debian, installs `podman` and `catatonit` (the
+# init of `--init` containers) when missing. Prints the DOCKER_HOST to use; the tests read it from
+# JTT_PODMAN_HOST. Log: /tmp/podman-service.log. Usage: scripts/podman.sh [SOCKET]
+# (default /run/podman-test.sock).
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+socket=${1:-/run/podman-test.sock}
+host=unix://$socket
+
+if ! command -v podman >/dev/null || ! [ -x /usr/libexec/podman/catatonit ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "installing Debian packages: podman catatonit" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman catatonit >/dev/null
+  else
+    echo "podman is not installed (Debian: apt-get install podman catatonit)" >&2
+    exit 1
+  fi
+fi
+
+if ! podman --url "$host" version >/dev/null 2>&1; then
+  # Without systemd (a container in a VM), Podman keeps cgroups itself (cgroupfs) and its
+  # events in a file; its default storage (overlay, in /var/lib/containers) works. Its default limits for rootful containers (1048576 open files, as many
+  # processes as there are pids) exceed what a process may set here, and every container
+  # would fail to start ("error setting rlimits"): the defaults are what this shell may have.
+  config=$(mktemp -d)/containers.conf
+  processes=$(ulimit -Hu)
+  pid_max=$(cat /proc/sys/kernel/pid_max)
+  if [ "$processes" = unlimited ] || [ "$processes" -gt "$pid_max" ]; then processes=$pid_max; fi
+  cat > "$config" <<CONF
+[containers]
+default_ulimits = ["nofile=$(ulimit -Hn):$(ulimit -Hn)", "nproc=$processes:$processes"]
+[engine]
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+CONF
+  CONTAINERS_CONF=$config nohup podman system service --time=0 "$host" >>/tmp/podman-service.log 2>&1 &
+  for _ in $(seq 1 100); do podman --url "$host" version >/dev/null 2>&1 && break; sleep 0.2; done
+  if ! podman --url "$host" version >/dev/null 2>&1; then
+    echo "Podman's service did not answer at $host (log: /tmp/podman-service.log)" >&2
+    exit 1
+  fi
+fi
+
+podman --url "$host" image exists jupyter-tool-terminal-test:latest \
+  || CONTAINER_CLI="podman --url $host" bash "$repo/scripts/build-test-image.sh" jupyter-tool-terminal-test:latest >&2
+echo "$host"
