@@ -106,6 +106,8 @@ class Session:
         self.clients: list[TerminalClient] = []
         #: Users the owner granted a read-only view, in the order granted.
         self.observers: list[str] = []
+        #: The agent that opened it (``{"id", "name"}``), for an agent's terminal.
+        self.agent: dict[str, str] | None = None
         #: Clients waiting for their screen snapshot (they get live output after it).
         self._attaching: list[TerminalClient] = []
         self.ended = False
@@ -135,7 +137,7 @@ class Session:
 
     def model(self) -> dict[str, t.Any]:
         """The session as the REST API shows it."""
-        return {
+        model = {
             "id": self.id,
             "instance": self.instance.id,
             "tool": self.tool.name,
@@ -143,6 +145,9 @@ class Session:
             "last_activity": _isoformat(self.last_activity),
             "clients": len(self.clients) + len(self._attaching),
         }
+        if self.agent is not None:
+            model["agent"] = dict(self.agent)
+        return model
 
     def _touch(self) -> None:
         self.last_activity = _now()
