@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shlex
 import statistics
 import time
 import typing as t
@@ -144,9 +145,12 @@ class TestCommands:
         self, open_shell: OpenShell, agent_shell: str
     ) -> None:
         agent = await open_shell(agent_shell)
-        tricky = "a$b`c\\d 'q' \"dq\" \\$HOME tab:\t: 100% \\\\"
-        result = await agent.run_command(f"cat <<'EOF'\n{tricky}\nEOF", 10)
+        tricky = "a$b`c\\d 'q' \"dq\" \\$HOME !! !x 100% \\\\"
+        # One line (eval), and a here-document (with a tab, and several lines).
+        result = await agent.run_command(f"printf '%s\\n' {shlex.quote(tricky)}", 10)
         assert result.output == tricky + "\n"
+        result = await agent.run_command(f"cat <<'EOF'\n{tricky}\ttab\nEOF", 10)
+        assert result.output == tricky + "\ttab\n"
         result = await agent.run_command("for i in 1 2 3\ndo\n  echo item$i\ndone", 10)
         assert result.output == "item1\nitem2\nitem3\n"
         word = "w" * 6000

@@ -2,27 +2,31 @@
 
 ``run_command`` runs nothing beside the terminal (no exec per command): it types the command into
 the shell the owner watches, as a person would, wrapped so that the shell itself reports where
-the command's output starts and where it ended, with its exit status. The wrapper is one line
-plus a here-document holding the command::
+the command's output starts and where it ended, with its exit status. A short one-line command
+is typed as one line::
 
-    printf '\\033]6973;S;%s\\007' NONCE; command . /dev/fd/3 3<<__JTT_NONCE; printf ...E... "$?"
-    <the command, one line per line, long lines split with backslash-newline>
+    printf '\\033]6973;S;NONCE\\007'; command eval 'COMMAND'; printf '...E;NONCE;%s...' "$?"
+
+a longer one, or one of several lines, as a here-document the shell reads on file descriptor 3::
+
+    printf ...S...; command . /dev/fd/3 3<<__JTT_NONCE; printf ...E... "$?"
+    <the command, line by line, long lines split with backslash-newline>
     __JTT_NONCE
 
 POSIX shells (bash, dash, busybox ash) all run it the same way, with builtins only:
 
-- the command runs in the shell itself (``.``), so ``cd``, variables, functions and background
-  jobs carry over to the next command exactly as if it was typed; its standard input is still
-  the terminal (the here-document is on file descriptor 3), so a command that reads input gets
-  what :meth:`AgentShell.send_keys` types;
-- ``command .`` keeps a syntax error in the command from aborting the line: the shell reports
-  it and the end marker still follows, with status 2;
+- the command runs in the shell itself (``eval``, ``.``), so ``cd``, variables, functions and
+  background jobs carry over to the next command exactly as if it was typed; its standard input
+  is still the terminal, so a command that reads input gets what :meth:`AgentShell.send_keys`
+  types (once the shell has read the command: keys typed before may go to the line editor);
+- ``command`` in front keeps a syntax error in the command from aborting the line: the shell
+  reports it and the end marker still follows, with status 2;
 - the markers are a private OSC sequence (terminals ignore it; the owner sees nothing of it)
   carrying a fresh random nonce per command, written by the shell's ``printf`` from an escaped
   format: the typed line and its echo never contain the marker itself, and a command's output
   cannot end the command early without knowing the nonce;
-- the command's text is escaped for the here-document (``\\``, ``$`` and backquotes), and sent in
-  lines of at most :data:`TYPED_LINE` characters, which every line editor and the terminal's own
+- the command's text is quoted (single quotes; in the here-document ``\\``, ``$`` and
+  backquotes are escaped), and typed in lines that every line editor and the terminal's own
   line discipline (4095 characters, for dash) take whole. A tab would make a line editor
   complete: the here-document takes tabs from a variable set by ``$(printf '\\t')`` (the only
   fork, for commands with tabs); other control characters are refused (send them with
@@ -67,6 +71,9 @@ MARKER_OSC = "6973"
 #: The longest line typed into the shell: a line editor's buffer (busybox: about 1000) and the
 #: terminal's canonical line (4095) take it whole.
 TYPED_LINE = 200
+#: The longest command (quoted) typed as one line, with the markers around it: busybox's line
+#: editor takes 1023 characters at most.
+ONE_LINE = 768
 #: Characters kept beyond the limit on each side of a cut, so that a secret of up to this length
 #: that the cut goes through is still seen whole by the redactor before it is cut.
 REDACTION_MARGIN = 1024
@@ -103,9 +110,13 @@ class CommandResult:
 
 def typed_command(command: str, nonce: str) -> str:
     """The keystrokes that run ``command`` in a POSIX shell between markers with ``nonce``."""
+    start = f"printf '\\033]{MARKER_OSC};S;{nonce}\\007'"
+    end = f"printf '\\033]{MARKER_OSC};E;{nonce};%s\\007' \"$?\""
+    quoted = "'" + command.replace("'", "'\\''") + "'"
+    if len(quoted) <= ONE_LINE and "\n" not in command and "\t" not in command:
+        # One typed line: a line editor's per-line work (terminal modes, redraws) once.
+        return f"{_CLEAR_LINE}{start}; command eval {quoted}; {end}\r"
     delimiter = f"__JTT_{nonce}"
-    start = f"printf '\\033]{MARKER_OSC};S;%s\\007' {nonce}"
-    end = f"printf '\\033]{MARKER_OSC};E;%s;%s\\007' {nonce} \"$?\""
     # A tab typed into a line editor completes: the here-document gets it from a variable.
     tab = f"{_TAB_VARIABLE}=$(printf '\\t'); " if "\t" in command else ""
     lines = [f"{_CLEAR_LINE}{tab}{start}; command . /dev/fd/3 3<<{delimiter}; {end}"]
