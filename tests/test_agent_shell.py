@@ -329,8 +329,9 @@ async def test_run_command_latency_on_the_docker_path(open_shell: OpenShell) -> 
     times.sort()
     p50, p99 = statistics.median(times), times[197]
     print(f"run_command('true'): p50 {p50 * 1000:.2f} ms, p99 {p99 * 1000:.2f} ms")
-    # The target is 10 ms; this machine is shared with other test runs.
-    assert p50 < 0.05, f"p50 {p50 * 1000:.1f} ms"
+    # The target is 10 ms (some room: the machine is shared with other test runs). Without an
+    # answer to busybox's cursor position query each command waited 20 ms more (p50 23-32 ms).
+    assert p50 < 0.015, f"p50 {p50 * 1000:.1f} ms"
 
 
 class TestMarkerParsing:

@@ -74,6 +74,11 @@ TYPED_LINE = 200
 #: The longest command (quoted) typed as one line, with the markers around it: busybox's line
 #: editor takes 1023 characters at most.
 ONE_LINE = 768
+#: A line editor's question for the cursor position, an answer it ignores (column 1), and how far
+#: after a command's end marker the question is looked for (the prompt).
+CURSOR_QUERY = "\x1b[6n"
+CURSOR_AT_START = "\x1b[1;1R"
+PROMPT_WATCH = 4096
 #: Characters kept beyond the limit on each side of a cut, so that a secret of up to this length
 #: that the cut goes through is still seen whole by the redactor before it is cut.
 REDACTION_MARGIN = 1024
@@ -202,15 +207,16 @@ class _Run:
         self.output = _BoundedText(limit + REDACTION_MARGIN)
         self.done: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
 
-    def feed(self, text: str) -> None:
+    def feed(self, text: str) -> str:
+        """Take the terminal's next output; what came after the end marker, once it came."""
         if self.done.done():
-            return
+            return ""
         text, self._carry = self._carry + text, ""
         if not self.started:
             found = text.find(self._start)
             if found < 0:
                 self._carry = text[-(len(self._start) - 1) :]
-                return
+                return ""
             self.started = True
             text = text[found + len(self._start) :]
         searched = 0
@@ -223,11 +229,11 @@ class _Run:
             if bell >= 0 and text[status_at:bell].isdigit():
                 self._add(text[:found])
                 self.done.set_result(int(text[status_at:bell]))
-                return
+                return text[bell + 1 :]
             if bell < 0 and len(text) < status_at + 4:
                 self._add(text[:found])
                 self._carry = text[found:]  # the marker's status is still coming
-                return
+                return ""
             searched = found + 1  # not our marker after all: output
         # Hold back what may be the start of a marker (from an escape near the end) and a CR
         # whose LF may come next.
@@ -237,6 +243,7 @@ class _Run:
             cut -= 1
         self._carry = text[cut:]
         self._add(text[:cut])
+        return ""
 
     def _add(self, text: str) -> None:
         self.output.add(text.replace("\r\n", "\n"))
@@ -286,6 +293,9 @@ class AgentShell:
         self._log = log
         self._run: _Run | None = None
         self._listening = False
+        #: Characters of output after a command's end still looked at for the prompt's
+        #: cursor position query.
+        self._prompt_watch = 0
 
     async def start(self) -> None:
         """Attach to the session's output. Nothing is typed until the first command: each
@@ -307,12 +317,32 @@ class AgentShell:
 
     def _output(self, text: str | None) -> None:
         run = self._run
-        if run is None:
-            return
         if text is None:
-            run.terminal_gone()
+            if run is not None:
+                run.terminal_gone()
+            return
+        if run is not None and not run.done.done():
+            text = run.feed(text)
+            if not run.done.done():
+                return
+            self._prompt_watch = PROMPT_WATCH
+        if self._prompt_watch > 0:
+            self._answer_cursor_query(text)
+
+    def _answer_cursor_query(self, text: str) -> None:
+        """Answer the line editor's question for the cursor position in the prompt after a
+        command, when no terminal of the owner's is there to answer it.
+
+        busybox's line editor asks at each prompt (``ESC [ 6 n``) and, when a line is entered,
+        waits 20 ms for an answer that never comes without a terminal: two thirds of a short
+        command's time. Column 1 is an answer it ignores (the prompt is longer).
+        """
+        if CURSOR_QUERY in text:
+            self._prompt_watch = 0
+            if not self.session.owner_attached:
+                self.session.write(CURSOR_AT_START)
         else:
-            run.feed(text)
+            self._prompt_watch -= len(text)
 
     def _refuse_if_ended(self) -> None:
         if self.session.ended:
