@@ -9,7 +9,10 @@ import shlex
 import statistics
 import time
 import typing as t
+import uuid
+from pathlib import Path
 
+import docker
 import pytest
 
 from jupyter_tool_terminal.agents.shell import (
@@ -38,6 +41,11 @@ AGENT_TOOL_TYPES: dict[str, t.Any] = {
         "env": {"MY_API_TOKEN": SECRET, "PLAIN": "visible-value"},
     }
     for name in SHELLS
+}
+AGENT_TOOL_TYPES["recorded"] = {
+    "shell": ["/bin/sh"],
+    "record": True,
+    "env": {"MY_API_TOKEN": SECRET},
 }
 log = logging.getLogger("test_agent_shell")
 
@@ -332,6 +340,59 @@ async def test_run_command_latency_on_the_docker_path(open_shell: OpenShell) -> 
     # The target is 10 ms (some room: the machine is shared with other test runs). Without an
     # answer to busybox's cursor position query each command waited 20 ms more (p50 23-32 ms).
     assert p50 < 0.015, f"p50 {p50 * 1000:.1f} ms"
+
+
+class TestOneRedactorForRecordingsAndAgents:
+    @pytest.fixture
+    def extension_config(self, tmp_path: Path) -> dict[str, t.Any]:
+        return {"attach_timeout": 0, "recording_dir": str(tmp_path / "recordings")}
+
+    async def test_a_recording_hides_the_values_of_the_shells_secret_variables(
+        self, alice: Api, make_container: InstanceFactory, tmp_path: Path
+    ) -> None:
+        container = make_container(tool="recorded")
+        model, term = await alice.terminal(container.name)
+        # The owner sees the value; the recording (as an agent) does not.
+        assert await term.run('echo "$MY_API_TOKEN"') == f"{SECRET}\r\n"
+        await alice.call("DELETE", "sessions", model["id"])
+        (path,) = (tmp_path / "recordings").glob("*.cast")
+        recorded = await asyncio.to_thread(path.read_text)
+        assert SECRET not in recorded
+        assert REDACTED in recorded
+
+
+async def test_the_containers_own_secret_variables_are_hidden_too(
+    alice: Api, tool_app: ToolTerminalApp, docker_client: docker.DockerClient
+) -> None:
+    container_secret = "container-level-password-77"
+    container = await asyncio.to_thread(
+        docker_client.containers.run,
+        TEST_IMAGE,
+        name=f"jtt-test-{uuid.uuid4().hex[:10]}",
+        detach=True,
+        init=True,
+        network_mode="none",
+        environment={"DB_PASSWORD": container_secret, "SHORT_KEY": "tiny"},
+        labels={"jupyter-tool-terminal.owner": "alice", "jupyter-tool-terminal.tool": "ash"},
+    )
+    try:
+        model = await alice.open_session(container.name)
+        manager = tool_app.session_manager
+        assert manager is not None
+        session = manager.sessions[model["id"]]
+        # The container's Config.Env under the tool type's env.
+        assert session.environment["DB_PASSWORD"] == container_secret
+        assert session.environment["MY_API_TOKEN"] == SECRET
+        redactor = Redactor().for_environment(session.environment)
+        agent = AgentShell(session, redactor=redactor, log=log)
+        await agent.start()
+        result = await agent.run_command('echo "$DB_PASSWORD $SHORT_KEY $MY_API_TOKEN"', 10)
+        # Values under 8 characters are too common to hide.
+        assert result.output == f"{REDACTED} tiny {REDACTED}\n"
+        agent.close()
+        await alice.call("DELETE", "sessions", model["id"])
+    finally:
+        await asyncio.to_thread(container.remove, force=True)
 
 
 class TestMarkerParsing:
