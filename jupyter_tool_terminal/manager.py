@@ -409,6 +409,7 @@ class SessionManager:
                 session_id=session.id,
                 title=f"{session.tool.display_name}: {session.instance.id}",
                 shell=session.tool.shell[0],
+                environment=session.environment,
             )
         except RecordingError as error:
             raise RecordingFailed(str(error)) from error
