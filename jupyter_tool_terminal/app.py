@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime
 import getpass
 import os
-import typing as t
 
 from jupyter_core.paths import jupyter_data_dir
 from jupyter_server.auth.identity import IdentityProvider, User
@@ -21,7 +20,6 @@ from .agents.rest import (
     AgentSharedSessionHandler,
 )
 from .agents.setup import Agents, make_agents
-from .agents.tools import ShellLike
 from .events import AuditLog
 from .handlers import (
     HubLoginHandler,
@@ -41,7 +39,6 @@ from .redaction import Redactor
 from .runtime import RuntimeUnavailable, ToolRuntime
 from .runtime.docker import DockerRuntime
 from .runtime.local import LocalRuntime
-from .session import Session
 from .setup_status import (
     LOCAL_SECTION,
     QUICK_START_SECTION,
@@ -465,7 +462,7 @@ class ToolTerminalApp(ExtensionApp):
         self.agents = make_agents(
             manager=self.session_manager,
             redactor=redactor,
-            shell_factory=self._agent_shell,
+            output_limit=self.agent_output_limit,
             path=self.agents_file or None,
             token_lifetime=self.agent_token_lifetime,
             max_agents_per_user=self.max_agents_per_user,
@@ -474,17 +471,6 @@ class ToolTerminalApp(ExtensionApp):
             max_terminals_per_agent=self.max_terminals_per_agent,
             event_logger=getattr(self.serverapp, "event_logger", None),
             log=self.log,
-        )
-
-    def _agent_shell(self, session: Session, redactor: Redactor) -> ShellLike:
-        """The shell integration an agent's terminal is driven through (run_command)."""
-        from .agents.shell import AgentShell  # noqa: PLC0415 - the engine loads with a terminal
-
-        return t.cast(
-            ShellLike,
-            AgentShell(
-                session, redactor=redactor, output_limit=self.agent_output_limit, log=self.log
-            ),
         )
 
     def _disabled(self, why: str, section: str) -> None:

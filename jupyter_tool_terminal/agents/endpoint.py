@@ -283,9 +283,14 @@ class MCPHandler(ExtensionHandlerMixin, web.RequestHandler):
         await self._serve()
 
     async def get(self) -> None:
-        """The server-to-client stream: not offered (the SDK answers 405)."""
-        await self._serve()
+        """The server-to-client SSE stream: not offered (the spec allows 405); this server sends
+        nothing unasked."""
+        self._not_offered("This server offers no server-to-client stream (GET); POST requests.")
 
     async def delete(self) -> None:
-        """End an MCP session: there are none to end (stateless; the SDK answers)."""
-        await self._serve()
+        """Ending an MCP session: there are none (the server is stateless)."""
+        self._not_offered("This server keeps no MCP sessions, so there is none to end (DELETE).")
+
+    def _not_offered(self, message: str) -> None:
+        self.set_header("Allow", "POST")
+        self.refuse(405, message)

@@ -11,7 +11,7 @@ from ..redaction import Redactor
 from .audit import AgentAudit
 from .endpoint import MCPBridge
 from .store import Agent, AgentStore
-from .tools import AGENT_REVOKED, AgentTools, ShellFactory
+from .tools import AGENT_REVOKED, AgentTools
 
 if t.TYPE_CHECKING:
     from jupyter_events import EventLogger
@@ -47,7 +47,7 @@ def make_agents(
     *,
     manager: SessionManager,
     redactor: Redactor,
-    shell_factory: ShellFactory,
+    output_limit: int,
     path: str | None,
     token_lifetime: float,
     max_agents_per_user: int,
@@ -70,7 +70,7 @@ def make_agents(
         manager=manager,
         store=store,
         redactor=redactor,
-        shell_factory=shell_factory,
+        output_limit=output_limit,
         audit=audit,
         max_calls_in_flight=max_calls_in_flight,
         max_terminals_per_agent=max_terminals_per_agent,

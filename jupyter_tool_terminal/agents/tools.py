@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import inspect
 import json
 import logging
 import typing as t
@@ -23,6 +22,7 @@ from ..manager import SessionError, SessionManager, valid_session_id
 from ..redaction import Redactor
 from ..runtime.base import valid_instance_id
 from .audit import AgentAudit
+from .shell import AgentShell, AgentShellError
 from .store import AgentError, AgentStore, isoformat
 
 if t.TYPE_CHECKING:
@@ -50,6 +50,8 @@ NO_CONTROL = "no_control"
 LIMIT = "limit"
 BAD_ARGUMENTS = "bad_arguments"
 NOT_FOUND = "not_found"
+#: The terminal's shell refused it (a command still running, input not taken, the shell gone).
+SHELL_REFUSED = "shell_refused"
 #: The tool ran and failed (counted as ``error``, not ``refused``).
 FAILED = "failed"
 
@@ -286,23 +288,6 @@ def _check_arguments(name: str, arguments: t.Mapping[str, t.Any] | None) -> dict
     return given
 
 
-class ShellLike(t.Protocol):
-    """What the tools need of an agent's shell (``agents.shell.AgentShell``)."""
-
-    async def start(self) -> None: ...
-
-    async def run_command(self, command: str, timeout: float) -> t.Any: ...
-
-    def send_keys(self, keys: str) -> None: ...
-
-    def read_screen(self) -> t.Any: ...
-
-    def close(self) -> t.Any: ...
-
-
-ShellFactory = t.Callable[["Session", Redactor], ShellLike]
-
-
 class AgentTools:
     """Runs agents' tool calls against the owner's sessions (one instance per server)."""
 
@@ -312,7 +297,7 @@ class AgentTools:
         manager: SessionManager,
         store: AgentStore,
         redactor: Redactor,
-        shell_factory: ShellFactory,
+        output_limit: int,
         audit: AgentAudit,
         max_calls_in_flight: int,
         max_terminals_per_agent: int,
@@ -321,17 +306,16 @@ class AgentTools:
         self.manager = manager
         self.store = store
         self.redactor = redactor
-        self.shell_factory = shell_factory
+        self.output_limit = output_limit
         self.audit = audit
         self.max_calls_in_flight = max_calls_in_flight
         self.max_terminals_per_agent = max_terminals_per_agent
         self.log = log
         #: Each agent terminal's shell integration, by session id.
-        self.shells: dict[str, ShellLike] = {}
+        self.shells: dict[str, AgentShell] = {}
         #: Each agent terminal's redactor (with its environment's secrets), by session id.
         self.redactors: dict[str, Redactor] = {}
         self._in_flight: collections.Counter[str] = collections.Counter()
-        self._tasks: set[asyncio.Task[t.Any]] = set()
         manager.ended_listeners.append(self._session_ended)
 
     # -- the agent's terminals ----------------------------------------------------------------
@@ -356,27 +340,18 @@ class AgentTools:
         self.redactors.pop(session.id, None)
         shell = self.shells.pop(session.id, None)
         if shell is not None:
-            self._close_shell(shell)
+            shell.close()
 
-    def _close_shell(self, shell: ShellLike) -> None:
-        try:
-            closing = shell.close()
-        except Exception:
-            self.log.debug("Agent shell failed to close", exc_info=True)
-            return
-        if inspect.isawaitable(closing):
-            task = asyncio.ensure_future(closing)
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+    def _shell_for(self, session: Session, redactor: Redactor) -> AgentShell:
+        return AgentShell(session, redactor=redactor, output_limit=self.output_limit, log=self.log)
 
-    async def session_redactor(self, session: Session) -> Redactor:
-        """The redactor of ``session``: the server's, plus its shell's secret variables."""
+    def session_redactor(self, session: Session) -> Redactor:
+        """The redactor of ``session``: the server's, plus its shell's secret variables (the
+        same as its recording's)."""
         cached = self.redactors.get(session.id)
         if cached is not None:
             return cached
-        environment = dict(await _instance_environment(self.manager, session))
-        environment.update(session.tool.env)
-        redactor = self.redactor.for_environment(environment)
+        redactor = self.redactor.for_environment(session.environment)
         if not session.ended:
             self.redactors[session.id] = redactor
         return redactor
@@ -534,7 +509,7 @@ class AgentTools:
             )
             raise Refused(reason, message) from None
         try:
-            shell = self.shell_factory(session, await self.session_redactor(session))
+            shell = self._shell_for(session, self.session_redactor(session))
             await shell.start()
         except Exception as error:  # noqa: BLE001 - whatever failed, the session must end
             self.log.warning("Agent terminal %s failed to start: %s", session.id[:8], error)
@@ -547,7 +522,7 @@ class AgentTools:
         self.shells[session.id] = shell
         return {"session": session.id}, f"Opened terminal {session.id} in {instance}."
 
-    def _shell(self, agent: Agent, session_id: str) -> ShellLike:
+    def _shell(self, agent: Agent, session_id: str) -> AgentShell:
         session = self._own_session(agent, session_id)
         shell = self.shells.get(session.id)
         if shell is None:
@@ -566,18 +541,15 @@ class AgentTools:
             )
         try:
             result = await shell.run_command(arguments["command"], timeout)
-        except Exception as error:  # noqa: BLE001 - AgentShellError and a shell that broke
-            raise Refused(FAILED, _shell_error(error)) from None
+        except AgentShellError as error:
+            raise Refused(SHELL_REFUSED, str(error)) from None
         structured = {
             "exit_code": result.exit_code,
             "output": result.output,
             "truncated": bool(result.truncated),
             "timed_out": bool(result.timed_out),
         }
-        if result.timed_out:
-            head = f"Still running after {timeout:g} s (timed_out); send_keys '\\u0003' stops it."
-        else:
-            head = f"Exit code {result.exit_code}."
+        head = result.note or f"Exit code {result.exit_code}."
         if result.truncated:
             head += " Output truncated (head and tail)."
         return structured, f"{head}\n{result.output}"
@@ -588,21 +560,20 @@ class AgentTools:
         shell = self._shell(agent, arguments["session"])
         try:
             shell.send_keys(arguments["keys"])
-        except Exception as error:  # noqa: BLE001 - AgentShellError and a shell that broke
-            raise Refused(FAILED, _shell_error(error)) from None
+        except AgentShellError as error:
+            raise Refused(SHELL_REFUSED, str(error)) from None
         return {}, "Keys sent."
 
     async def _read_screen(
         self, agent: Agent, arguments: dict[str, t.Any]
     ) -> tuple[dict[str, t.Any], str]:
         session = self._readable_session(agent, arguments["session"])
-        shell = self.shells.get(session.id)
-        if shell is not None:
-            screen = shell.read_screen()
-            if inspect.isawaitable(screen):
-                screen = await screen
-        else:
-            screen = await read_session_screen(session, await self.session_redactor(session))
+        # A shared session is read through a shell of its own that is never started: it
+        # types nothing.
+        shell = self.shells.get(session.id) or self._shell_for(
+            session, self.session_redactor(session)
+        )
+        screen = await shell.read_screen_current()
         structured = {
             "text": screen["text"],
             "rows": screen["rows"],
@@ -621,13 +592,14 @@ class AgentTools:
     async def _request_control(
         self, agent: Agent, arguments: dict[str, t.Any]
     ) -> tuple[dict[str, t.Any], str]:
+        try:
+            minutes = self.store.clamp_minutes(arguments.get("minutes"))
+        except AgentError as error:
+            raise Refused(BAD_ARGUMENTS, f"request_control: {error.message}") from None
         if agent.has_control():
             until = isoformat(agent.control_until)
             return {"status": "granted", "control_until": until}, f"You have control until {until}."
-        try:
-            self.store.request_control(agent, arguments["reason"], arguments.get("minutes"))
-        except AgentError as error:
-            raise Refused(BAD_ARGUMENTS, error.message) from None
+        self.store.request_control(agent, arguments["reason"], minutes)
         self.audit.emit("request", agent, minutes=agent.request.minutes if agent.request else None)
         return {"status": "pending", "control_until": None}, (
             "Your user was asked in JupyterLab. Until they allow it you can list and read; call "
@@ -644,42 +616,3 @@ def _terminal_model(session: Session, *, mine: bool) -> dict[str, t.Any]:
         "created": model["created"],
         "mine": mine,
     }
-
-
-def _shell_error(error: Exception) -> str:
-    message = str(error) or type(error).__name__
-    return f"{message[:500]}"
-
-
-async def read_session_screen(session: Session, redactor: Redactor) -> dict[str, t.Any]:
-    """What ``session``'s terminal shows now (visible rows, redacted), from its screen model."""
-    await session.screen.snapshot()
-    screen = session.screen.screen
-    lines = [line.rstrip() for line in screen.display]
-    text = redactor.redact("\n".join(lines), width=screen.columns)
-    return {
-        "text": text,
-        "rows": screen.lines,
-        "cols": screen.columns,
-        "cursor": [screen.cursor.y, screen.cursor.x],
-    }
-
-
-async def _instance_environment(manager: SessionManager, session: Session) -> dict[str, str]:
-    """The environment the instance gives a shell (a container's own), where it can be known."""
-    container_id = getattr(session.instance, "container_id", "")
-    call = getattr(manager.runtime, "call", None)
-    if container_id and call is not None:
-        try:
-            info = await call("inspect_container", container_id)
-        except Exception:  # noqa: BLE001 - a container gone meanwhile has no secrets left
-            return {}
-        pairs = (info.get("Config") or {}).get("Env") or []
-        return dict(pair.split("=", 1) for pair in pairs if "=" in pair)
-    environment = getattr(manager.runtime, "_environment", None)
-    if environment is not None:
-        try:
-            return dict(environment(session.tool, ""))
-        except Exception:  # noqa: BLE001 - the local runtime's own environment, if it can tell
-            return {}
-    return {}
