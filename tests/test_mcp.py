@@ -64,7 +64,7 @@ def text_of(result: t.Any) -> str:
 
 
 def calls_counted(tool: str, result: str) -> float:
-    return AGENT_CALLS.labels(tool, result)._value.get()
+    return float(AGENT_CALLS.labels(tool, result)._value.get())
 
 
 @pytest.mark.parametrize(("mode", "version"), [("legacy", "2025-11-25"), ("auto", "2026-07-28")])
@@ -81,14 +81,22 @@ async def test_tools_are_listed_with_schemas(url: str, alice: Api, mode: str, ve
         assert tool.output_schema["type"] == "object"
     by_name = {tool.name: tool for tool in tools}
     assert by_name["run_command"].input_schema["required"] == ["session", "command"]
-    assert set(by_name["run_command"].output_schema["properties"]) == {
+    output_schema = by_name["run_command"].output_schema
+    assert output_schema is not None
+    assert set(output_schema["properties"]) == {
         "exit_code",
         "output",
         "truncated",
         "timed_out",
     }
-    assert by_name["read_screen"].annotations.read_only_hint is True
-    assert by_name["run_command"].annotations.destructive_hint is True
+    read_screen, run_command = (
+        by_name["read_screen"].annotations,
+        by_name["run_command"].annotations,
+    )
+    assert read_screen is not None
+    assert run_command is not None
+    assert read_screen.read_only_hint is True
+    assert run_command.destructive_hint is True
 
 
 async def test_the_whole_flow(
@@ -238,12 +246,13 @@ async def test_the_whole_flow(
 async def test_a_call_needing_control_is_refused_first(url: str, alice: Api) -> None:
     agent = await new_agent(alice)
     async with connect(url, agent.token) as client:
-        for name, arguments in [
+        calls: list[tuple[str, dict[str, t.Any]]] = [
             ("open_terminal", {}),
             ("run_command", {"session": 5, "command": ["x"]}),
             ("send_keys", {"session": "nosuch", "keys": "x" * (MAX_INPUT + 1)}),
             ("close_terminal", {"bogus": 1}),
-        ]:
+        ]
+        for name, arguments in calls:
             result = await client.call_tool(name, arguments)
             assert result.is_error
             assert "needs control" in text_of(result), name
