@@ -16,6 +16,7 @@ import docker
 import pytest
 
 from jupyter_tool_terminal.agents.shell import (
+    CURSOR_AT_START,
     MARKER_OSC,
     AgentShell,
     AgentShellError,
@@ -284,6 +285,53 @@ class TestCommands:
             agent.send_keys("x")
         with pytest.raises(AgentShellError, match="ended"):
             await agent.run_command("true", 1)
+
+    async def test_a_reset_shell_takes_commands_at_once(
+        self, open_shell: OpenShell, agent_shell: str, tool_app: ToolTerminalApp
+    ) -> None:
+        agent = await open_shell(agent_shell)
+        await agent.run_command("cd /tmp", 10)
+        assert tool_app.session_manager is not None
+        await tool_app.session_manager.reset_session(agent.session)
+        result = await agent.run_command("pwd", 10)
+        assert (result.exit_code, result.output) == (0, "/\n")
+
+    async def test_many_lines_are_bounded_to_head_and_tail(
+        self, open_shell: OpenShell, agent_shell: str
+    ) -> None:
+        agent = await open_shell(agent_shell, output_limit=1024)
+        loop = 'i=0; while [ $i -lt 5000 ]; do i=$((i+1)); echo "n$i"; done'
+        result = await agent.run_command(loop, 60)
+        assert result.exit_code == 0
+        assert result.truncated
+        assert len(result.output) <= 1024
+        head, _, tail = result.output.partition("\n[... ")
+        assert head.startswith("n1\nn2\nn3\n")
+        assert tail.endswith("n4999\nn5000\n")
+
+
+async def test_the_cursor_position_query_is_answered_only_without_the_owners_terminal(
+    open_shell: OpenShell, alice: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent = await open_shell("ash")
+    typed: list[str] = []
+    write = agent.session.write
+
+    def recording_write(text: str) -> bool:
+        typed.append(text)
+        return write(text)
+
+    monkeypatch.setattr(agent.session, "write", recording_write)
+    await agent.run_command("true", 10)
+    await agent.run_command("true", 10)
+    assert CURSOR_AT_START in typed
+    owner = await alice.connect(agent.session.id)
+    typed.clear()
+    await agent.run_command("true", 10)
+    await agent.run_command("true", 10)
+    # (The owner's terminal answers it; this test client does not, which costs 20 ms.)
+    assert CURSOR_AT_START not in typed
+    owner.ws.close()
 
 
 class TestBounds:
