@@ -217,9 +217,23 @@ class TestCommands:
         assert result.exit_code is None
         assert result.output == "before\n"
         assert "keeps running" in result.note
+        # Typed now it would go to the running command (and run whenever that ends).
+        with pytest.raises(AgentShellError, match="previous command"):
+            await agent.run_command("echo typed-into-sleep", 0.5)
         agent.send_keys("\x03")
         result = await agent.run_command("echo recovered", 10)
         assert (result.exit_code, result.output) == (0, "recovered\n")
+
+    async def test_keys_sent_after_a_timeout_finish_the_command_and_free_the_shell(
+        self, open_shell: OpenShell, agent_shell: str
+    ) -> None:
+        agent = await open_shell(agent_shell)
+        result = await agent.run_command('read line; echo "got:$line"', 0.5)
+        assert result.timed_out
+        agent.send_keys("hello\r")
+        # The next command waits for that one to end, then runs.
+        result = await agent.run_command("echo next", 10)
+        assert (result.exit_code, result.output) == (0, "next\n")
 
     async def test_a_forged_end_marker_does_not_end_the_command(
         self, open_shell: OpenShell, agent_shell: str
