@@ -374,8 +374,10 @@ async def test_megabytes_of_output_are_bounded_head_and_tail(
     agent = await open_shell(shell_name, output_limit=4096)
     before = rss_mib()
     # About 10 MB: 1 000 000 numbered lines of 10 characters.
+    started = time.monotonic()
     result = await agent.run_command("seq -w 1 1000000 | sed 's/^/line/'", 120)
     grown = rss_mib() - before
+    print(f"10 MB in {time.monotonic() - started:.1f} s, server RSS grew {grown:.1f} MiB")
     assert result.exit_code == 0
     assert result.truncated
     assert len(result.output) <= 4096
@@ -455,6 +457,27 @@ async def test_the_containers_own_secret_variables_are_hidden_too(
         await alice.call("DELETE", "sessions", model["id"])
     finally:
         await asyncio.to_thread(container.remove, force=True)
+
+
+@pytest.mark.parametrize("runtime_name", ["local"])
+async def test_the_local_runtime_too(
+    alice: Api, tool_app: ToolTerminalApp, make_instance: InstanceFactory
+) -> None:
+    instance = make_instance(tool="ash")
+    model = await alice.open_session(instance.name)
+    manager = tool_app.session_manager
+    assert manager is not None
+    session = manager.sessions[model["id"]]
+    assert session.environment["MY_API_TOKEN"] == SECRET
+    agent = AgentShell(session, redactor=Redactor().for_environment(session.environment), log=log)
+    await agent.start()
+    result = await agent.run_command('cd data && (exit 42); echo "$MY_API_TOKEN"', 10)
+    assert (result.exit_code, result.output) == (0, f"{REDACTED}\n")
+    result = await agent.run_command("(exit 42)", 10)
+    assert result.exit_code == 42
+    assert (await agent.run_command("pwd", 10)).output == f"{instance.root.resolve()}/data\n"
+    agent.close()
+    await alice.call("DELETE", "sessions", model["id"])
 
 
 class TestMarkerParsing:
