@@ -508,6 +508,17 @@ class TestMarkerParsing:
             False,
         )
 
+    async def test_a_result_taken_while_it_runs_does_not_lose_a_marker_half_arrived(
+        self,
+    ) -> None:
+        nonce = "1" * 16
+        run = _Run(nonce, 1000)
+        run.feed(f"\x1b]{MARKER_OSC};S;{nonce}\x07so far\r\x1b]{MARKER_OSC};E;{nonce}")
+        assert run.result(Redactor()) == (f"so far\r\x1b]{MARKER_OSC};E;{nonce}", False)
+        run.feed(";3\x07prompt")  # it ended after all (after the timeout)
+        assert run.done.result() == 3
+        assert run.result(Redactor()) == ("so far\r", False)
+
     async def test_truncation_keeps_head_and_tail_and_redacts_across_the_cut(self) -> None:
         secret = "hidden-value-1234"
         redactor = Redactor(literals=[secret])

@@ -95,7 +95,7 @@ _TRUNCATION_RESERVE = 64
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 #: Clears whatever is typed at the prompt (end of line, then kill to its start).
 _CLEAR_LINE = "\x05\x15"
-#: What a typed line's here-document escaping turns into a backslash pair, and a tab's prefix.
+#: What the here-document's escaping puts a backslash before, and the variable holding a tab.
 _HEREDOC_SPECIAL = frozenset("\\$`")
 _TAB_VARIABLE = "__jtt_tab"
 
@@ -194,6 +194,13 @@ class _BoundedText:
     def head(self) -> str:
         return "".join(self._head)
 
+    def copy(self) -> _BoundedText:
+        copied = _BoundedText(self._keep)
+        copied._head, copied._head_size = list(self._head), self._head_size
+        copied._tail, copied._tail_size = list(self._tail), self._tail_size
+        copied.total = self.total
+        return copied
+
     def tail(self) -> str:
         return "".join(self._tail)[-self._keep :]
 
@@ -263,13 +270,14 @@ class _Run:
             self.done.set_result(None)
 
     def result(self, redactor: Redactor) -> tuple[str, bool]:
-        """The output (redacted, bounded) and whether it was truncated."""
-        if self._carry and not (self.done.done() and self.done.result() is not None):
-            # The command did not end: what was held back is output as well.
-            self._add(self._carry)
-            self._carry = ""
-        limit = self._limit
+        """The output so far (redacted, bounded) and whether it was truncated."""
         output = self.output
+        if self._carry and not (self.done.done() and self.done.result() is not None):
+            # The command did not end (yet): what is held back is part of its output so far.
+            # (Added to a copy: a command that goes on running is still fed.)
+            output = output.copy()
+            output.add(self._carry.replace("\r\n", "\n"))
+        limit = self._limit
         if output.complete:
             text = redactor.redact(output.head())
             if len(text) <= limit:
