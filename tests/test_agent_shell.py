@@ -16,6 +16,7 @@ import docker
 import pytest
 
 from jupyter_tool_terminal.agents.shell import (
+    CURSOR_AT_START,
     MARKER_OSC,
     AgentShell,
     AgentShellError,
@@ -216,9 +217,23 @@ class TestCommands:
         assert result.exit_code is None
         assert result.output == "before\n"
         assert "keeps running" in result.note
+        # Typed now it would go to the running command (and run whenever that ends).
+        with pytest.raises(AgentShellError, match="previous command"):
+            await agent.run_command("echo typed-into-sleep", 0.5)
         agent.send_keys("\x03")
         result = await agent.run_command("echo recovered", 10)
         assert (result.exit_code, result.output) == (0, "recovered\n")
+
+    async def test_keys_sent_after_a_timeout_finish_the_command_and_free_the_shell(
+        self, open_shell: OpenShell, agent_shell: str
+    ) -> None:
+        agent = await open_shell(agent_shell)
+        result = await agent.run_command('read line; echo "got:$line"', 0.5)
+        assert result.timed_out
+        agent.send_keys("hello\r")
+        # The next command waits for that one to end, then runs.
+        result = await agent.run_command("echo next", 10)
+        assert (result.exit_code, result.output) == (0, "next\n")
 
     async def test_a_forged_end_marker_does_not_end_the_command(
         self, open_shell: OpenShell, agent_shell: str
@@ -285,6 +300,53 @@ class TestCommands:
         with pytest.raises(AgentShellError, match="ended"):
             await agent.run_command("true", 1)
 
+    async def test_a_reset_shell_takes_commands_at_once(
+        self, open_shell: OpenShell, agent_shell: str, tool_app: ToolTerminalApp
+    ) -> None:
+        agent = await open_shell(agent_shell)
+        await agent.run_command("cd /tmp", 10)
+        assert tool_app.session_manager is not None
+        await tool_app.session_manager.reset_session(agent.session)
+        result = await agent.run_command("pwd", 10)
+        assert (result.exit_code, result.output) == (0, "/\n")
+
+    async def test_many_lines_are_bounded_to_head_and_tail(
+        self, open_shell: OpenShell, agent_shell: str
+    ) -> None:
+        agent = await open_shell(agent_shell, output_limit=1024)
+        loop = 'i=0; while [ $i -lt 5000 ]; do i=$((i+1)); echo "n$i"; done'
+        result = await agent.run_command(loop, 60)
+        assert result.exit_code == 0
+        assert result.truncated
+        assert len(result.output) <= 1024
+        head, _, tail = result.output.partition("\n[... ")
+        assert head.startswith("n1\nn2\nn3\n")
+        assert tail.endswith("n4999\nn5000\n")
+
+
+async def test_the_cursor_position_query_is_answered_only_without_the_owners_terminal(
+    open_shell: OpenShell, alice: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent = await open_shell("ash")
+    typed: list[str] = []
+    write = agent.session.write
+
+    def recording_write(text: str) -> bool:
+        typed.append(text)
+        return write(text)
+
+    monkeypatch.setattr(agent.session, "write", recording_write)
+    await agent.run_command("true", 10)
+    await agent.run_command("true", 10)
+    assert CURSOR_AT_START in typed
+    owner = await alice.connect(agent.session.id)
+    typed.clear()
+    await agent.run_command("true", 10)
+    await agent.run_command("true", 10)
+    # (The owner's terminal answers it; this test client does not, which costs 20 ms.)
+    assert CURSOR_AT_START not in typed
+    owner.ws.close()
+
 
 class TestBounds:
     async def test_a_control_character_in_a_command_is_refused(
@@ -312,8 +374,10 @@ async def test_megabytes_of_output_are_bounded_head_and_tail(
     agent = await open_shell(shell_name, output_limit=4096)
     before = rss_mib()
     # About 10 MB: 1 000 000 numbered lines of 10 characters.
+    started = time.monotonic()
     result = await agent.run_command("seq -w 1 1000000 | sed 's/^/line/'", 120)
     grown = rss_mib() - before
+    print(f"10 MB in {time.monotonic() - started:.1f} s, server RSS grew {grown:.1f} MiB")
     assert result.exit_code == 0
     assert result.truncated
     assert len(result.output) <= 4096
@@ -395,6 +459,27 @@ async def test_the_containers_own_secret_variables_are_hidden_too(
         await asyncio.to_thread(container.remove, force=True)
 
 
+@pytest.mark.parametrize("runtime_name", ["local"])
+async def test_the_local_runtime_too(
+    alice: Api, tool_app: ToolTerminalApp, make_instance: InstanceFactory
+) -> None:
+    instance = make_instance(tool="ash")
+    model = await alice.open_session(instance.name)
+    manager = tool_app.session_manager
+    assert manager is not None
+    session = manager.sessions[model["id"]]
+    assert session.environment["MY_API_TOKEN"] == SECRET
+    agent = AgentShell(session, redactor=Redactor().for_environment(session.environment), log=log)
+    await agent.start()
+    result = await agent.run_command('cd data && (exit 42); echo "$MY_API_TOKEN"', 10)
+    assert (result.exit_code, result.output) == (0, f"{REDACTED}\n")
+    result = await agent.run_command("(exit 42)", 10)
+    assert result.exit_code == 42
+    assert (await agent.run_command("pwd", 10)).output == f"{instance.root.resolve()}/data\n"
+    agent.close()
+    await alice.call("DELETE", "sessions", model["id"])
+
+
 class TestMarkerParsing:
     """The marker parser, fed the way a terminal may split its output."""
 
@@ -422,6 +507,17 @@ class TestMarkerParsing:
             "a\nb\x1b[31mred\x1b[0m\n\x1b]0;title\x07\nend\r",
             False,
         )
+
+    async def test_a_result_taken_while_it_runs_does_not_lose_a_marker_half_arrived(
+        self,
+    ) -> None:
+        nonce = "1" * 16
+        run = _Run(nonce, 1000)
+        run.feed(f"\x1b]{MARKER_OSC};S;{nonce}\x07so far\r\x1b]{MARKER_OSC};E;{nonce}")
+        assert run.result(Redactor()) == (f"so far\r\x1b]{MARKER_OSC};E;{nonce}", False)
+        run.feed(";3\x07prompt")  # it ended after all (after the timeout)
+        assert run.done.result() == 3
+        assert run.result(Redactor()) == ("so far\r", False)
 
     async def test_truncation_keeps_head_and_tail_and_redacts_across_the_cut(self) -> None:
         secret = "hidden-value-1234"

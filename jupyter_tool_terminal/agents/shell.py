@@ -40,10 +40,13 @@ streams as well: memory stays bounded whatever the command prints).
 What breaks it, and what the agent then sees:
 
 - a program other than the shell in the foreground (an interactive startup command, an editor
-  the owner left open, a command still running after a ``run_command`` timed out): the typed
-  lines go to that program, no marker comes, and ``run_command`` answers ``timed_out`` with a
+  the owner left open), or a shell waiting for the rest of a line the owner left unfinished:
+  the typed lines go there, no marker comes, and ``run_command`` answers ``timed_out`` with a
   note saying so (``read_screen`` shows what is there; ``send_keys`` with Ctrl-C or the
   program's own quit key frees the shell);
+- a command that timed out keeps running: the next ``run_command`` waits a moment for it and
+  is then refused (nothing is typed into it) until its end marker comes or an interrupt is
+  typed with ``send_keys``;
 - a shell that is not POSIX (fish, csh, a Python prompt): the same, ``timed_out``;
 - a command that ends the shell (``exit``, ``exec``): the terminal ends; the result says so;
 - a command interrupted by Ctrl-C: the shell drops the rest of the line, so that command's end
@@ -79,6 +82,10 @@ ONE_LINE = 768
 CURSOR_QUERY = "\x1b[6n"
 CURSOR_AT_START = "\x1b[1;1R"
 PROMPT_WATCH = 4096
+#: Keys that interrupt, quit or suspend a foreground program (Ctrl-C, Ctrl-\\, Ctrl-Z).
+INTERRUPTS = frozenset("\x03\x1c\x1a")
+#: How long a command waits for the previous one, which timed out, to end (seconds).
+PREVIOUS_COMMAND_GRACE = 2.0
 #: Characters kept beyond the limit on each side of a cut, so that a secret of up to this length
 #: that the cut goes through is still seen whole by the redactor before it is cut.
 REDACTION_MARGIN = 1024
@@ -88,7 +95,7 @@ _TRUNCATION_RESERVE = 64
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 #: Clears whatever is typed at the prompt (end of line, then kill to its start).
 _CLEAR_LINE = "\x05\x15"
-#: What a typed line's here-document escaping turns into a backslash pair, and a tab's prefix.
+#: What the here-document's escaping puts a backslash before, and the variable holding a tab.
 _HEREDOC_SPECIAL = frozenset("\\$`")
 _TAB_VARIABLE = "__jtt_tab"
 
@@ -187,6 +194,13 @@ class _BoundedText:
     def head(self) -> str:
         return "".join(self._head)
 
+    def copy(self) -> _BoundedText:
+        copied = _BoundedText(self._keep)
+        copied._head, copied._head_size = list(self._head), self._head_size
+        copied._tail, copied._tail_size = list(self._tail), self._tail_size
+        copied.total = self.total
+        return copied
+
     def tail(self) -> str:
         return "".join(self._tail)[-self._keep :]
 
@@ -202,6 +216,8 @@ class _Run:
         self.started = False
         #: Whether the terminal ended before the command did.
         self.terminal_ended = False
+        #: Whether an interrupt was typed while it ran.
+        self.interrupted = False
         #: Output held back: it may be the beginning of a marker, or a CR before its LF.
         self._carry = ""
         self.output = _BoundedText(limit + REDACTION_MARGIN)
@@ -254,13 +270,14 @@ class _Run:
             self.done.set_result(None)
 
     def result(self, redactor: Redactor) -> tuple[str, bool]:
-        """The output (redacted, bounded) and whether it was truncated."""
-        if self._carry and not (self.done.done() and self.done.result() is not None):
-            # The command did not end: what was held back is output as well.
-            self._add(self._carry)
-            self._carry = ""
-        limit = self._limit
+        """The output so far (redacted, bounded) and whether it was truncated."""
         output = self.output
+        if self._carry and not (self.done.done() and self.done.result() is not None):
+            # The command did not end (yet): what is held back is part of its output so far.
+            # (Added to a copy: a command that goes on running is still fed.)
+            output = output.copy()
+            output.add(self._carry.replace("\r\n", "\n"))
+        limit = self._limit
         if output.complete:
             text = redactor.redact(output.head())
             if len(text) <= limit:
@@ -291,7 +308,9 @@ class AgentShell:
         self._redactor = redactor
         self._limit = output_limit
         self._log = log
+        #: The command in flight, or the last one, which may still be running (it timed out).
         self._run: _Run | None = None
+        self._in_flight = False
         self._listening = False
         #: Characters of output after a command's end still looked at for the prompt's
         #: cursor position query.
@@ -314,6 +333,7 @@ class AgentShell:
                 self.session.output_listeners.remove(self._output)
         if self._run is not None:
             self._run.terminal_gone()
+            self._run = None
 
     def _output(self, text: str | None) -> None:
         run = self._run
@@ -359,7 +379,7 @@ class AgentShell:
         if not self._listening:
             msg = "This terminal is not attached for commands (AgentShell.start was not called)."
             raise AgentShellError(msg)
-        if self._run is not None:
+        if self._in_flight:
             msg = (
                 "Another command is still running in this terminal; wait for its result, or "
                 "stop it with send_keys and Ctrl-C (\\u0003)."
@@ -372,20 +392,28 @@ class AgentShell:
                 "them with send_keys instead."
             )
             raise AgentShellError(msg)
+        await self._wait_for_previous(timeout)
         nonce = secrets.token_hex(8)
         run = self._run = _Run(nonce, self._limit)
+        self._in_flight = True
         try:
             if not self.session.write(typed_command(command, nonce)):
+                self._run = None
                 raise self._backlog_error()
             done, _ = await asyncio.wait({run.done}, timeout=timeout)
         finally:
-            self._run = None
+            self._in_flight = False
         output, truncated = run.result(self._redactor)
         if done and run.done.result() is not None:
             return CommandResult(run.done.result(), output, truncated, timed_out=False)
         if run.terminal_ended:
             note = "The terminal ended (its shell exited) while the command ran."
             return CommandResult(None, output, truncated, timed_out=False, note=note)
+        # Still running (or still waiting to be read by the shell): the next command waits
+        # for its end, or for an interrupt typed with send_keys, instead of being typed into
+        # it and run whenever the shell gets to it.
+        if run.interrupted:
+            self._run = None
         if run.started:
             note = (
                 f"The command did not finish within {timeout:g} s and keeps running in the "
@@ -394,18 +422,40 @@ class AgentShell:
             )
         else:
             note = (
-                f"The shell did not start the command within {timeout:g} s: a program other "
-                "than a POSIX shell at its prompt is in the foreground and got the typed "
-                "command. read_screen shows it; send_keys with Ctrl-C (\\u0003) or its quit "
-                "key frees the shell."
+                f"The shell did not start the command within {timeout:g} s: it is not at its "
+                "prompt (a program is in the foreground and got the typed command, or the "
+                "shell waits for the rest of an unfinished line). read_screen shows it; "
+                "send_keys with Ctrl-C (\\u0003) or the program's quit key frees the shell."
             )
         return CommandResult(None, output, truncated, timed_out=True, note=note)
+
+    async def _wait_for_previous(self, timeout: float) -> None:
+        """Wait a moment for a command that timed out earlier to end (keys sent to it may be
+        finishing it just now); refuse if it does not."""
+        previous = self._run
+        if previous is None or previous.done.done():
+            return
+        await asyncio.wait({previous.done}, timeout=min(timeout, PREVIOUS_COMMAND_GRACE))
+        if previous.done.done():
+            return
+        msg = (
+            "The previous command (it timed out) is still running in this terminal, and what "
+            "is typed now would go to it. Wait for it (read_screen shows it), or stop it with "
+            "send_keys and Ctrl-C (\\u0003); then run_command again."
+        )
+        raise AgentShellError(msg)
 
     def send_keys(self, keys: str) -> None:
         """Type ``keys`` (text, control characters allowed) into the terminal as they are."""
         self._refuse_if_ended()
         if not self.session.write(keys):
             raise self._backlog_error()
+        run = self._run
+        if run is not None and not run.done.done() and INTERRUPTS.intersection(keys):
+            # The shell drops the rest of an interrupted line: no end marker will come.
+            run.interrupted = True
+            if not self._in_flight:
+                self._run = None
 
     def _backlog_error(self) -> AgentShellError:
         return self._redacted_error(
