@@ -329,8 +329,8 @@ class Session:
         self.screen.feed(text)
         if self.recording is not None:
             self.recording.output(text)
-        for listener in self.output_listeners:
-            listener(text)
+        if self.output_listeners:
+            self._tell_listeners(text)
         return self._broadcast(["stdout", text])
 
     async def _shell_ended(self, channel: ShellChannel) -> None:
@@ -357,10 +357,19 @@ class Session:
             self._disconnect_clients()
             await self._end_recording()
 
+    def _tell_listeners(self, text: str | None) -> None:
+        for listener in list(self.output_listeners):
+            try:
+                listener(text)
+            except Exception:  # noqa: BLE001 - whatever it is, it is logged
+                # A listener's bug must not stop the terminal's output for everyone.
+                self._log.exception("A tool terminal output listener failed; removed")
+                with contextlib.suppress(ValueError):
+                    self.output_listeners.remove(listener)
+
     def _tell_listeners_ended(self) -> None:
-        listeners, self.output_listeners = self.output_listeners, []
-        for listener in listeners:
-            listener(None)
+        self._tell_listeners(None)
+        self.output_listeners.clear()
 
     async def _end_recording(self) -> None:
         recording, self.recording = self.recording, None
