@@ -328,6 +328,24 @@ describe('RunningToolTerminals', () => {
     return { ...made, running, opened, instances };
   }
 
+  it("marks an agent's session with the agent's name", async () => {
+    const t = makeRunning([
+      {
+        status: 200,
+        body: [
+          { ...sessionModel('s1'), agent: { id: 'a1', name: 'claude' } },
+          sessionModel('s2', 'pg-2')
+        ]
+      }
+    ]);
+    await t.running.refresh();
+    const items = t.running.running();
+    expect(items.map(i => i.label())).toEqual(['pg-1 — agent: claude', 'pg-2']);
+    expect(items[0].labelTitle!()).toContain('agent claude');
+    t.running.dispose();
+    t.instances.dispose();
+  });
+
   it('lists the sessions and signals a change', async () => {
     const t = makeRunning([
       { status: 200, body: [sessionModel('s1'), sessionModel('s2', 'pg-2')] }
