@@ -124,7 +124,10 @@ test('an agent asks, the owner allows, watches its terminal and revokes', async 
     expect(await text('claude')).toBe(
       `claude mcp add --transport http ${name} ${url} --header "Authorization: Bearer ${token}"`
     );
-    await page.locator('.jp-Dialog').getByRole('button', { name: 'Done' }).click();
+    await page
+      .locator('.jp-Dialog')
+      .getByRole('button', { name: 'Done' })
+      .click();
     await expect(info).toHaveCount(0);
 
     // The agent, with the official SDK's client and the pasted settings.
@@ -223,7 +226,10 @@ test('an agent asks, the owner allows, watches its terminal and revokes', async 
     });
     await row.getByRole('button', { name: 'Revoke' }).click();
     await expect(row).toContainText('revoked');
-    await page.locator('.jp-Dialog').getByRole('button', { name: 'Close' }).click();
+    await page
+      .locator('.jp-Dialog')
+      .getByRole('button', { name: 'Close' })
+      .click();
     await expect(item).toHaveCount(0, { timeout: 15_000 });
     let gone = false;
     try {
