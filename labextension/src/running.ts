@@ -252,7 +252,9 @@ export class RunningToolTerminals
     panel.sessionEnded.connect(this._refreshSoon, this);
     widget.disposed.connect(() => {
       const id = panel.sessionId;
-      if (id !== null && !this.isDisposed) {
+      // Closing the view of an agent's terminal leaves it running.
+      const detached = !!panel.connection?.session.agent;
+      if (id !== null && !detached && !this.isDisposed) {
         this._closing.add(id);
         const kept = this._sessions.filter(session => session.id !== id);
         if (kept.length !== this._sessions.length) {

@@ -219,6 +219,14 @@ test('an agent asks, the owner allows, watches its terminal and revokes', async 
       'should-not-run'
     );
 
+    // Closing the owner's view leaves the agent's terminal running.
+    await tab.locator('.lm-TabBar-tabCloseIcon').click();
+    await expect(tab).toHaveCount(0);
+    await expect(item).toHaveCount(1);
+    const still = await call(client, 'read_screen', { session });
+    expect(still.isError ?? false).toBe(false);
+    expect(still.structuredContent?.text).toContain('agent-after');
+
     // Manage Agents: Revoke the agent, whose terminal ends with it.
     await palette(page, 'Manage Agents');
     const row = page.locator('.jp-Dialog .jp-ToolTerminal-agentRow', {

@@ -451,6 +451,49 @@ describe('RunningToolTerminals', () => {
     instances.dispose();
   });
 
+  it("keeps listing an agent's terminal whose view was closed", async () => {
+    const agentSession = {
+      ...sessionModel('s1'),
+      agent: { id: 'a1', name: 'claude' }
+    };
+    const made = makeSettings([
+      { status: 200, body: [agentSession] },
+      { status: 200, body: [agentSession] }
+    ]);
+    const widgetAdded = new Signal<unknown, unknown>({});
+    const tracker = {
+      find: () => undefined,
+      forEach: () => undefined,
+      widgetAdded
+    } as unknown as IToolTerminalTracker;
+    const instances = new ToolInstances({
+      serverSettings: made.settings,
+      auto: false
+    });
+    const running = new RunningToolTerminals({
+      serverSettings: made.settings,
+      tracker,
+      instances,
+      commands: new CommandRegistry(),
+      trans,
+      auto: false
+    });
+    await running.refresh();
+    const content = {
+      sessionId: 's1',
+      connection: { session: agentSession },
+      sessionChanged: new Signal<unknown, unknown>({}),
+      sessionEnded: new Signal<unknown, unknown>({})
+    };
+    const disposed = new Signal<unknown, unknown>({});
+    widgetAdded.emit({ content, disposed });
+    disposed.emit(undefined);
+    await running.refresh();
+    expect(running.sessions.map(s => s.id)).toEqual(['s1']);
+    running.dispose();
+    instances.dispose();
+  });
+
   it('shuts down every session the server lists now, not the list last shown', async () => {
     const t = makeRunning([
       { status: 200, body: [sessionModel('s1')] },
