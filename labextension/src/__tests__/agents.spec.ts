@@ -199,8 +199,11 @@ describe('agents: the poller', () => {
 
   it('stops on a server without agent routes', async () => {
     const { model } = makeModel([{ status: 404, body: { message: 'no' } }]);
+    let changes = 0;
+    model.changed.connect(() => (changes += 1));
     await expect(model.refresh()).rejects.toThrow();
     expect(model.unavailable).toBe(true);
+    expect(changes).toBe(1);
     model.dispose();
   });
 
@@ -464,7 +467,14 @@ describe('agents: plugin', () => {
     const tracker = {
       currentWidget: { content: { isLive: true, sessionId: 's1' } }
     } as unknown as IToolTerminalTracker;
-    const launcher = { add: (item: unknown) => launched.push(item) };
+    const launcher = {
+      add: (item: unknown) => {
+        launched.push(item);
+        return {
+          dispose: () => launched.splice(launched.indexOf(item), 1)
+        };
+      }
+    };
     agentsPlugin.activate(app, tracker, null, launcher as never, null, null);
     return { ...made, commands, launched };
   }
@@ -475,6 +485,15 @@ describe('agents: plugin', () => {
       expect.objectContaining({ command: AgentCommandIDs.connect })
     ]);
     expect(commands.label(AgentCommandIDs.connect)).toBe('Connect an Agent…');
+  });
+
+  it('hides Connect an Agent where the server has agents turned off', async () => {
+    const { launched, commands } = activate({
+      'GET agents': { status: 404, body: { message: 'turned off' } }
+    });
+    await until(() => launched.length === 0, 2000);
+    expect(commands.isVisible(AgentCommandIDs.connect)).toBe(false);
+    expect(commands.isVisible(AgentCommandIDs.share)).toBe(false);
   });
 
   it('creates an agent and shows the URL, the token and the configuration', async () => {

@@ -47,7 +47,8 @@ export class AgentsModel implements IDisposable {
   readonly serverSettings: ServerConnection.ISettings;
 
   /**
-   * A signal emitted when the list changed.
+   * A signal emitted when the list changed, or the server turned out to
+   * have no agent routes.
    */
   get changed(): ISignal<this, void> {
     return this._changed;
@@ -132,6 +133,7 @@ export class AgentsModel implements IDisposable {
       ) {
         this._unavailable = true;
         void this._poll.stop();
+        this._changed.emit();
       }
       throw error;
     }

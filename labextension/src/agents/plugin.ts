@@ -111,6 +111,7 @@ export const agentsPlugin: JupyterFrontEndPlugin<void> = {
       activeStateChanged: status.activeStateChanged
     });
 
+    const available = (): boolean => !model.unavailable;
     const currentSession = (): string | null =>
       tracker.currentWidget?.content.isLive
         ? tracker.currentWidget.content.sessionId
@@ -126,6 +127,7 @@ export const agentsPlugin: JupyterFrontEndPlugin<void> = {
       ),
       icon: args => (args.isPalette === true ? undefined : agentIcon),
       describedBy: NO_ARGS,
+      isVisible: available,
       execute: async () => {
         const { connectAgent } = await import('./dialog');
         await connectAgent(model, trans);
@@ -136,6 +138,7 @@ export const agentsPlugin: JupyterFrontEndPlugin<void> = {
       label: trans.__('Manage Agents…'),
       caption: trans.__('Your AI agents, their state, and Revoke'),
       describedBy: NO_ARGS,
+      isVisible: available,
       execute: async () => {
         const { connectAgent, manageAgents } = await import('./dialog');
         if (await manageAgents(model, trans)) {
@@ -150,7 +153,8 @@ export const agentsPlugin: JupyterFrontEndPlugin<void> = {
         'Let one of your agents read this terminal (it cannot type)'
       ),
       describedBy: NO_ARGS,
-      isEnabled: () => currentSession() !== null && !model.unavailable,
+      isVisible: available,
+      isEnabled: () => currentSession() !== null,
       execute: async () => {
         const session = currentSession();
         if (session !== null) {
@@ -164,7 +168,8 @@ export const agentsPlugin: JupyterFrontEndPlugin<void> = {
       label: trans.__('Stop Sharing with Agent…'),
       caption: trans.__('Stop letting an agent read this terminal'),
       describedBy: NO_ARGS,
-      isEnabled: () => currentSession() !== null && !model.unavailable,
+      isVisible: available,
+      isEnabled: () => currentSession() !== null,
       execute: async () => {
         const session = currentSession();
         if (session !== null) {
@@ -208,13 +213,21 @@ export const agentsPlugin: JupyterFrontEndPlugin<void> = {
     ]) {
       palette?.addItem({ command, category, args: { isPalette: true } });
     }
-    launcher?.add({
+    let tile = launcher?.add({
       command: AgentCommandIDs.connect,
       args: { launcher: true },
       category,
       categoryRank: CATEGORY_RANK,
       // After every instance's tile.
       rank: 10_000
+    });
+    // Agents turned off on the server (its agent routes answer 404): no
+    // tile, and the commands are hidden.
+    model.changed.connect(() => {
+      if (model.unavailable && tile) {
+        tile.dispose();
+        tile = undefined;
+      }
     });
   }
 };
