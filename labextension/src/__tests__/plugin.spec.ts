@@ -2,6 +2,7 @@
 // Distributed under the terms of the Modified BSD License.
 
 import type { ILauncher } from '@jupyterlab/launcher';
+import type { ServerConnection } from '@jupyterlab/services';
 import { nullTranslator } from '@jupyterlab/translation';
 import { CommandRegistry } from '@lumino/commands';
 import { Signal } from '@lumino/signaling';
@@ -72,6 +73,29 @@ function fakeLauncher() {
       };
     }
   };
+}
+
+/**
+ * A Running panel section whose tracker announces panels on `widgetAdded`
+ * (a test emits fake panels there).
+ */
+function followingPanels(serverSettings: ServerConnection.ISettings) {
+  const widgetAdded = new Signal<unknown, unknown>({});
+  const tracker = {
+    find: () => undefined,
+    forEach: () => undefined,
+    widgetAdded
+  } as unknown as IToolTerminalTracker;
+  const instances = new ToolInstances({ serverSettings, auto: false });
+  const running = new RunningToolTerminals({
+    serverSettings,
+    tracker,
+    instances,
+    commands: new CommandRegistry(),
+    trans,
+    auto: false
+  });
+  return { widgetAdded, running, instances };
 }
 
 describe('api: session lookups', () => {
@@ -402,24 +426,7 @@ describe('RunningToolTerminals', () => {
       { status: 200, body: [sessionModel('s1')] },
       { status: 200, body: [sessionModel('s1')] }
     ]);
-    const widgetAdded = new Signal<unknown, unknown>({});
-    const tracker = {
-      find: () => undefined,
-      forEach: () => undefined,
-      widgetAdded
-    } as unknown as IToolTerminalTracker;
-    const instances = new ToolInstances({
-      serverSettings: made.settings,
-      auto: false
-    });
-    const running = new RunningToolTerminals({
-      serverSettings: made.settings,
-      tracker,
-      instances,
-      commands: new CommandRegistry(),
-      trans,
-      auto: false
-    });
+    const { widgetAdded, running, instances } = followingPanels(made.settings);
     await running.refresh();
     const content = {
       sessionId: 's1',
@@ -460,24 +467,7 @@ describe('RunningToolTerminals', () => {
       { status: 200, body: [agentSession] },
       { status: 200, body: [agentSession] }
     ]);
-    const widgetAdded = new Signal<unknown, unknown>({});
-    const tracker = {
-      find: () => undefined,
-      forEach: () => undefined,
-      widgetAdded
-    } as unknown as IToolTerminalTracker;
-    const instances = new ToolInstances({
-      serverSettings: made.settings,
-      auto: false
-    });
-    const running = new RunningToolTerminals({
-      serverSettings: made.settings,
-      tracker,
-      instances,
-      commands: new CommandRegistry(),
-      trans,
-      auto: false
-    });
+    const { widgetAdded, running, instances } = followingPanels(made.settings);
     await running.refresh();
     const content = {
       sessionId: 's1',

@@ -22,6 +22,7 @@ import { createAgent, deleteAgent } from './api';
 import { claudeCommand, clientConfigJson, mcpUrl } from './config';
 import type { AgentsModel } from './model';
 import { controlEnd } from './model';
+import { button, listedNow, onClickCall } from './widgets';
 
 /**
  * Ask for a name, create the agent and show how to connect it.
@@ -118,18 +119,12 @@ export async function manageAgents(
   model: AgentsModel,
   trans: TranslationBundle
 ): Promise<boolean> {
-  try {
-    await model.refresh();
-  } catch (error) {
-    await showErrorMessage(
-      trans.__('Could not list the agents'),
-      error as Error
-    );
+  const agents = await listedNow(model, trans);
+  if (agents === null) {
     return false;
   }
   const body = new Widget();
   body.addClass('jp-ToolTerminal-agentList');
-  const agents = model.agents;
   if (agents.length === 0) {
     const empty = document.createElement('p');
     empty.textContent = trans.__('You have connected no agent yet.');
@@ -200,30 +195,24 @@ function agentRow(
   state.className = 'jp-ToolTerminal-agentState';
   state.textContent = agentState(agent, trans);
   state.title = trans.__('Token expires %1', agent.expires);
-  const button = document.createElement('button');
-  button.type = 'button';
-  button.className = 'jp-Button jp-mod-styled jp-mod-warn';
-  button.textContent = trans.__('Revoke');
-  button.title = trans.__(
-    'Delete the agent: its token stops working at once and its terminals end'
+  const revoke = button(
+    trans.__('Revoke'),
+    trans.__(
+      'Delete the agent: its token stops working at once and its terminals end'
+    ),
+    'warn'
   );
-  button.addEventListener('click', async () => {
-    button.disabled = true;
-    try {
-      await deleteAgent(agent.id, model.serverSettings);
-    } catch (error) {
-      button.disabled = false;
-      await showErrorMessage(
-        trans.__('Could not revoke %1', agent.name),
-        error as Error
-      );
-      return;
+  onClickCall(
+    revoke,
+    () => deleteAgent(agent.id, model.serverSettings),
+    trans.__('Could not revoke %1', agent.name),
+    () => {
+      state.textContent = trans.__('revoked');
+      revoke.remove();
+      void model.refresh().catch(() => undefined);
     }
-    state.textContent = trans.__('revoked');
-    button.remove();
-    void model.refresh().catch(() => undefined);
-  });
-  row.append(label, state, button);
+  );
+  row.append(label, state, revoke);
   return row;
 }
 
@@ -243,16 +232,12 @@ function copyable(
   header.className = 'jp-ToolTerminal-copyableHeader';
   const label = document.createElement('span');
   label.textContent = title;
-  const button = document.createElement('button');
-  button.type = 'button';
-  button.className = 'jp-Button jp-mod-styled jp-mod-reject';
-  button.textContent = trans.__('Copy');
-  button.title = trans.__('Copy %1', title);
-  button.addEventListener('click', () => {
+  const copy = button(trans.__('Copy'), trans.__('Copy %1', title), 'reject');
+  copy.addEventListener('click', () => {
     Clipboard.copyToSystem(text);
-    button.textContent = trans.__('Copied');
+    copy.textContent = trans.__('Copied');
   });
-  header.append(label, button);
+  header.append(label, copy);
   const value = document.createElement('pre');
   value.className = 'jp-ToolTerminal-copyableText';
   value.textContent = text;

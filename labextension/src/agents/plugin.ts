@@ -27,6 +27,7 @@ import {
   TRANSLATION_DOMAIN
 } from '../tokens';
 import { ApprovalNotifier } from './approval';
+import type * as ShareModule from './share';
 import { AgentsModel } from './model';
 import { ControlStatus } from './statusbar';
 
@@ -147,37 +148,39 @@ export const agentsPlugin: JupyterFrontEndPlugin<void> = {
       }
     });
 
-    app.commands.addCommand(AgentCommandIDs.share, {
-      label: trans.__('Share with Agent…'),
-      caption: trans.__(
-        'Let one of your agents read this terminal (it cannot type)'
-      ),
-      describedBy: NO_ARGS,
-      isVisible: available,
-      isEnabled: () => currentSession() !== null,
-      execute: async () => {
-        const session = currentSession();
-        if (session !== null) {
-          const { shareSession } = await import('./share');
-          await shareSession(session, model, trans);
+    // Commands on the current tool terminal's session, in module `./share`.
+    const onSession = (
+      id: string,
+      label: string,
+      caption: string,
+      run: (share: typeof ShareModule, session: string) => Promise<unknown>
+    ): void => {
+      app.commands.addCommand(id, {
+        label,
+        caption,
+        describedBy: NO_ARGS,
+        isVisible: available,
+        isEnabled: () => currentSession() !== null,
+        execute: async () => {
+          const session = currentSession();
+          if (session !== null) {
+            await run(await import('./share'), session);
+          }
         }
-      }
-    });
-
-    app.commands.addCommand(AgentCommandIDs.unshare, {
-      label: trans.__('Stop Sharing with Agent…'),
-      caption: trans.__('Stop letting an agent read this terminal'),
-      describedBy: NO_ARGS,
-      isVisible: available,
-      isEnabled: () => currentSession() !== null,
-      execute: async () => {
-        const session = currentSession();
-        if (session !== null) {
-          const { unshareSession } = await import('./share');
-          await unshareSession(session, model, trans);
-        }
-      }
-    });
+      });
+    };
+    onSession(
+      AgentCommandIDs.share,
+      trans.__('Share with Agent…'),
+      trans.__('Let one of your agents read this terminal (it cannot type)'),
+      (share, session) => share.shareSession(session, model, trans)
+    );
+    onSession(
+      AgentCommandIDs.unshare,
+      trans.__('Stop Sharing with Agent…'),
+      trans.__('Stop letting an agent read this terminal'),
+      (share, session) => share.unshareSession(session, model, trans)
+    );
 
     app.commands.addCommand(AgentCommandIDs.revokeControl, {
       label: trans.__('Revoke Agent Control…'),

@@ -17,6 +17,7 @@ import type { TranslationBundle } from '@jupyterlab/translation';
 import type { IAgentModel } from './api';
 import { shareWithAgent, stopSharingWithAgent } from './api';
 import type { AgentsModel } from './model';
+import { listedNow } from './widgets';
 
 /**
  * Pick one of the user's agents and let it read a session's screen.
@@ -27,49 +28,27 @@ import type { AgentsModel } from './model';
  * @returns The agent it was shared with, or `null` (cancelled, none, or
  *   refused: the user was told why).
  */
-export async function shareSession(
+export function shareSession(
   session: string,
   model: AgentsModel,
   trans: TranslationBundle
 ): Promise<IAgentModel | null> {
-  const agents = await listed(model, trans);
-  if (agents === null) {
-    return null;
-  }
-  const candidates = agents.filter(agent => !agent.shared.includes(session));
-  if (candidates.length === 0) {
-    Notification.info(
+  return pickAndSend(session, model, trans, {
+    candidates: agents => agents.filter(a => !a.shared.includes(session)),
+    none: agents =>
       agents.length === 0
         ? trans.__('You have no agent: use Connect an Agent… first.')
-        : trans.__('This terminal is already shared with all your agents.')
-    );
-    return null;
-  }
-  const agent = await pickAgent(
-    candidates,
-    trans.__('Share with Agent'),
-    trans
-  );
-  if (agent === null) {
-    return null;
-  }
-  try {
-    await shareWithAgent(agent.id, session, model.serverSettings);
-  } catch (error) {
-    await showErrorMessage(
+        : trans.__('This terminal is already shared with all your agents.'),
+    title: trans.__('Share with Agent'),
+    send: agent => shareWithAgent(agent.id, session, model.serverSettings),
+    failure: agent =>
       trans.__('Could not share the terminal with %1', agent.name),
-      error as Error
-    );
-    return null;
-  }
-  void model.refresh().catch(() => undefined);
-  Notification.success(
-    trans.__(
-      'Agent "%1" can now read this terminal (it cannot type).',
-      agent.name
-    )
-  );
-  return agent;
+    success: agent =>
+      trans.__(
+        'Agent "%1" can now read this terminal (it cannot type).',
+        agent.name
+      )
+  });
 }
 
 /**
@@ -80,41 +59,84 @@ export async function shareSession(
  * @param trans - The translation bundle.
  * @returns The agent it is no longer shared with, or `null`.
  */
-export async function unshareSession(
+export function unshareSession(
   session: string,
   model: AgentsModel,
   trans: TranslationBundle
 ): Promise<IAgentModel | null> {
-  const agents = await listed(model, trans);
+  return pickAndSend(session, model, trans, {
+    candidates: agents => agents.filter(a => a.shared.includes(session)),
+    none: () => trans.__('This terminal is not shared with any agent.'),
+    title: trans.__('Stop Sharing with Agent'),
+    send: agent =>
+      stopSharingWithAgent(agent.id, session, model.serverSettings),
+    failure: agent =>
+      trans.__('Could not stop sharing the terminal with %1', agent.name),
+    success: agent =>
+      trans.__('Agent "%1" can no longer read this terminal.', agent.name)
+  });
+}
+
+/**
+ * What {@link pickAndSend} offers, sends and says.
+ */
+interface ISharingStep {
+  /**
+   * The agents to pick from, among the user's.
+   */
+  candidates: (agents: ReadonlyArray<IAgentModel>) => IAgentModel[];
+  /**
+   * What to say when there is none to pick.
+   */
+  none: (agents: ReadonlyArray<IAgentModel>) => string;
+  /**
+   * The picker's title.
+   */
+  title: string;
+  /**
+   * The server call for the agent picked.
+   */
+  send: (agent: IAgentModel) => Promise<void>;
+  /**
+   * What could not be done, for the error dialog.
+   */
+  failure: (agent: IAgentModel) => string;
+  /**
+   * What was done, for the notification.
+   */
+  success: (agent: IAgentModel) => string;
+}
+
+/**
+ * List the agents, pick one of the candidates, send, say what came of it.
+ */
+async function pickAndSend(
+  session: string,
+  model: AgentsModel,
+  trans: TranslationBundle,
+  step: ISharingStep
+): Promise<IAgentModel | null> {
+  const agents = await listedNow(model, trans);
   if (agents === null) {
     return null;
   }
-  const sharing = agents.filter(agent => agent.shared.includes(session));
-  if (sharing.length === 0) {
-    Notification.info(trans.__('This terminal is not shared with any agent.'));
+  const candidates = step.candidates(agents);
+  if (candidates.length === 0) {
+    Notification.info(step.none(agents));
     return null;
   }
-  const agent = await pickAgent(
-    sharing,
-    trans.__('Stop Sharing with Agent'),
-    trans
-  );
+  const agent = await pickAgent(candidates, step.title, trans);
   if (agent === null) {
     return null;
   }
   try {
-    await stopSharingWithAgent(agent.id, session, model.serverSettings);
+    await step.send(agent);
   } catch (error) {
-    await showErrorMessage(
-      trans.__('Could not stop sharing the terminal with %1', agent.name),
-      error as Error
-    );
+    await showErrorMessage(step.failure(agent), error as Error);
     return null;
   }
   void model.refresh().catch(() => undefined);
-  Notification.success(
-    trans.__('Agent "%1" can no longer read this terminal.', agent.name)
-  );
+  Notification.success(step.success(agent));
   return agent;
 }
 
@@ -134,26 +156,6 @@ export function agentLabels(agents: ReadonlyArray<IAgentModel>): string[] {
       ? `${agent.name} (${agent.id.slice(0, 8)})`
       : agent.name
   );
-}
-
-/**
- * The agents as the server lists them now, or `null` when it cannot (the
- * user was told why).
- */
-async function listed(
-  model: AgentsModel,
-  trans: TranslationBundle
-): Promise<ReadonlyArray<IAgentModel> | null> {
-  try {
-    await model.refresh();
-  } catch (error) {
-    await showErrorMessage(
-      trans.__('Could not list the agents'),
-      error as Error
-    );
-    return null;
-  }
-  return model.agents;
 }
 
 /**

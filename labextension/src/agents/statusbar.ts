@@ -1,7 +1,7 @@
 // Copyright (c) jupyter-tool-terminal developers.
 // Distributed under the terms of the Modified BSD License.
 
-import { Dialog, showErrorMessage } from '@jupyterlab/apputils';
+import { Dialog } from '@jupyterlab/apputils';
 import type { TranslationBundle } from '@jupyterlab/translation';
 import type { ISignal } from '@lumino/signaling';
 import { Signal } from '@lumino/signaling';
@@ -11,6 +11,7 @@ import type { IAgentModel } from './api';
 import { endControl } from './api';
 import type { AgentsModel } from './model';
 import { controlEnd } from './model';
+import { button, onClickCall } from './widgets';
 
 /**
  * The class of the control status item.
@@ -167,32 +168,28 @@ export class ControlStatus extends Widget {
       agent.name,
       formatRemaining(controlEnd(agent) - this._now())
     );
-    const button = document.createElement('button');
-    button.type = 'button';
-    button.className = 'jp-Button jp-mod-styled jp-mod-warn';
-    button.textContent = this._trans.__('Revoke control');
-    button.title = this._trans.__(
-      'End the control of %1 now: it is read-only again (its terminals stay open)',
-      agent.name
+    const revoke = button(
+      this._trans.__('Revoke control'),
+      this._trans.__(
+        'End the control of %1 now: it is read-only again (its terminals stay open)',
+        agent.name
+      ),
+      'warn'
     );
-    button.addEventListener('click', async () => {
-      button.disabled = true;
-      try {
-        await endControl(agent.id, this._model.serverSettings);
-      } catch (error) {
-        button.disabled = false;
-        await showErrorMessage(
-          this._trans.__('Could not revoke the control of %1', agent.name),
-          error as Error
-        );
-        return;
+    onClickCall(
+      revoke,
+      () => endControl(agent.id, this._model.serverSettings),
+      this._trans.__('Could not revoke the control of %1', agent.name),
+      () => {
+        label.textContent = this._trans.__('%1: control ended', agent.name);
+        revoke.remove();
+        void this._model
+          .refresh()
+          .catch(() => undefined)
+          .then(revoked);
       }
-      label.textContent = this._trans.__('%1: control ended', agent.name);
-      button.remove();
-      await this._model.refresh().catch(() => undefined);
-      revoked();
-    });
-    row.append(label, button);
+    );
+    row.append(label, revoke);
     return row;
   }
 
