@@ -11,6 +11,15 @@ from jupyter_server.auth.identity import IdentityProvider, User
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Bool, CaselessStrEnum, Dict, Float, Integer, List, Type, Unicode, default
 
+from .agents.endpoint import MCPHandler
+from .agents.rest import (
+    AgentControlHandler,
+    AgentHandler,
+    AgentsHandler,
+    AgentSharedHandler,
+    AgentSharedSessionHandler,
+)
+from .agents.setup import Agents, make_agents
 from .events import AuditLog
 from .handlers import (
     HubLoginHandler,
@@ -295,6 +304,63 @@ class ToolTerminalApp(ExtensionApp):
         serves the tool terminals itself.""",
     ).tag(config=True)
 
+    agents_enabled = Bool(
+        True,
+        help="""Whether AI agents (MCP clients such as Claude Code) may be connected: users
+        create agent credentials in JupyterLab, and agents reach their tool terminals at
+        `{base_url}tool-terminal/mcp`, read-only until the user grants control for some
+        minutes. False: the agent routes answer 404 and the MCP endpoint refuses every
+        request (403).""",
+    ).tag(config=True)
+
+    agent_token_lifetime = Integer(
+        604800,
+        min=60,
+        help="Seconds an agent's token works after it was created (default a week).",
+    ).tag(config=True)
+
+    max_agents_per_user = Integer(
+        8, min=1, help="How many agents one user may have at once; more are refused (429)."
+    ).tag(config=True)
+
+    agent_control_max_minutes = Integer(
+        60,
+        min=1,
+        help="""The most minutes of control a user can grant an agent at once (a longer grant
+        or request is cut to this).""",
+    ).tag(config=True)
+
+    agent_output_limit = Integer(
+        32768,
+        min=1024,
+        help="""Characters of a command's output an agent receives from run_command at most
+        (head and tail, with a marker between, when there is more).""",
+    ).tag(config=True)
+
+    max_agent_calls_in_flight = Integer(
+        4,
+        min=1,
+        help="""How many MCP tool calls one agent may have running at once; more are refused
+        (an isError result) until one answers.""",
+    ).tag(config=True)
+
+    max_terminals_per_agent = Integer(
+        4,
+        min=1,
+        help="""How many terminals one agent may have open at once (they also count against
+        the user's `max_sessions_per_user`).""",
+    ).tag(config=True)
+
+    agents_file = Unicode(
+        help="""The JSON file agents are kept in, so that they survive a restart (their token
+        digests, owners, expiry and control; never a token). Written atomically, readable only
+        by the server's user (0600). Default: `tool_terminal_agents.json` in the Jupyter data
+        directory. Empty string: agents are kept in memory only.""",
+    ).tag(config=True)
+
+    #: Agents' credentials, tools and MCP endpoint; ``None`` while tool terminals are
+    #: unavailable here (agents off still creates them, to say so).
+    agents: Agents | None = None
     #: The runtime that runs the shells (created at start-up unless a test or embedder set one).
     tool_runtime: ToolRuntime | None = None
     #: The registry of sessions; ``None`` while the extension is disabled by a config error.
@@ -309,6 +375,10 @@ class ToolTerminalApp(ExtensionApp):
     @default("recording_dir")
     def _default_recording_dir(self) -> str:
         return os.path.join(jupyter_data_dir(), "tool_terminal_recordings")
+
+    @default("agents_file")
+    def _default_agents_file(self) -> str:
+        return os.path.join(jupyter_data_dir(), "tool_terminal_agents.json")
 
     @default("owner")
     def _default_owner(self) -> str:
@@ -388,6 +458,19 @@ class ToolTerminalApp(ExtensionApp):
             audit=AuditLog(getattr(self.serverapp, "event_logger", None), self.log),
             on_activity=self._record_activity,
             user_directory=user_directory,
+        )
+        self.agents = make_agents(
+            manager=self.session_manager,
+            redactor=redactor,
+            output_limit=self.agent_output_limit,
+            path=self.agents_file or None,
+            token_lifetime=self.agent_token_lifetime,
+            max_agents_per_user=self.max_agents_per_user,
+            control_max_minutes=self.agent_control_max_minutes,
+            max_calls_in_flight=self.max_agent_calls_in_flight,
+            max_terminals_per_agent=self.max_terminals_per_agent,
+            event_logger=getattr(self.serverapp, "event_logger", None),
+            log=self.log,
         )
 
     def _disabled(self, why: str, section: str) -> None:
@@ -474,6 +557,12 @@ class ToolTerminalApp(ExtensionApp):
                 (rf"/tool-terminal/api/sessions/{_ID}/observers", ObserversHandler),
                 (rf"/tool-terminal/api/sessions/{_ID}/observers/{_ID}", ObserverHandler),
                 (rf"/tool-terminal/websocket/{_ID}", TerminalSocket),
+                (r"/tool-terminal/api/agents", AgentsHandler),
+                (rf"/tool-terminal/api/agents/{_ID}", AgentHandler),
+                (rf"/tool-terminal/api/agents/{_ID}/control", AgentControlHandler),
+                (rf"/tool-terminal/api/agents/{_ID}/shared", AgentSharedHandler),
+                (rf"/tool-terminal/api/agents/{_ID}/shared/{_ID}", AgentSharedSessionHandler),
+                (r"/tool-terminal/mcp", MCPHandler),
                 (r"/tool-terminal/login", LoginPage),
                 (r"/tool-terminal/?", ToolTilesPage),
             ]
@@ -495,6 +584,8 @@ class ToolTerminalApp(ExtensionApp):
 
     async def stop_extension(self) -> None:
         """Kill every session's processes before the server exits."""
+        if self.agents is not None:
+            await self.agents.stop()
         if self.session_manager is not None:
             await self.session_manager.shutdown()
         if self.tool_runtime is not None:

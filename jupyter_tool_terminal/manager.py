@@ -172,6 +172,8 @@ class SessionManager:
         #: Who the users are, where something knows (a Hub); shares name existing users only.
         self.user_directory = user_directory
         self.sessions: dict[str, Session] = {}
+        #: Called with every session that ends (after it left ``sessions``).
+        self.ended_listeners: list[t.Callable[[Session], None]] = []
         # Slots taken by sessions still starting, so that limits hold under concurrency.
         self._starting: dict[str, int] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
@@ -286,10 +288,18 @@ class SessionManager:
 
     # -- lifecycle ----------------------------------------------------------------------------
 
-    async def create_session(self, owner: str, instance_id: t.Any, username: str) -> Session:
+    async def create_session(
+        self,
+        owner: str,
+        instance_id: t.Any,
+        username: str,
+        agent: dict[str, str] | None = None,
+    ) -> Session:
         """Start a session in the caller's instance ``instance_id``.
 
-        ``owner`` is the owner label the caller acts as; ``username`` their Jupyter username.
+        ``owner`` is the owner label the caller acts as; ``username`` their Jupyter username;
+        ``agent`` (``{"id", "name"}``) the agent opening it, if one does: its terminal needs no
+        WebSocket client to stay open.
         While the server shuts down, :class:`ShuttingDown` refuses it; a session whose start
         the shutdown overtook is killed and refused the same way.
         """
@@ -297,7 +307,7 @@ class SessionManager:
         self._creating += 1
         self._none_creating.clear()
         try:
-            session = await self._create_session(owner, instance_id, username)
+            session = await self._create_session(owner, instance_id, username, agent)
             try:
                 self._refuse_if_stopping()
             except ShuttingDown:
@@ -313,7 +323,9 @@ class SessionManager:
         if self._stopping:
             raise ShuttingDown(SHUTTING_DOWN)
 
-    async def _create_session(self, owner: str, instance_id: t.Any, username: str) -> Session:
+    async def _create_session(
+        self, owner: str, instance_id: t.Any, username: str, agent: dict[str, str] | None
+    ) -> Session:
         started = time.monotonic()
         if not valid_instance_id(instance_id):
             msg = "No such tool instance for this user."
@@ -350,6 +362,7 @@ class SessionManager:
                 on_activity=self.on_activity,
                 log=self.log,
             )
+            session.agent = agent
             if tool.record:
                 await self._start_recording(session)
             try:
@@ -367,7 +380,8 @@ class SessionManager:
                 del self._starting[owner]
         self.sessions[session.id] = session
         self.start_culling()
-        if self.attach_timeout > 0:  # 0 is off, as for the idle timeout
+        # An agent's terminal is driven without a WebSocket: it waits for nobody.
+        if self.attach_timeout > 0 and agent is None:  # 0 is off, as for the idle timeout
             self._arm_timer(session, self.attach_timeout, "never attached")
         self.log.info(
             "Tool terminal %s opened in %s (%s) for %s",
@@ -395,6 +409,7 @@ class SessionManager:
                 session_id=session.id,
                 title=f"{session.tool.display_name}: {session.instance.id}",
                 shell=session.tool.shell[0],
+                environment=session.environment,
             )
         except RecordingError as error:
             raise RecordingFailed(str(error)) from error
@@ -420,6 +435,8 @@ class SessionManager:
         self.log.info("Tool terminal %s closed: %s", session.id[:8], reason)
         lived = time.monotonic() - session.created_monotonic
         self._audit("close", session, reason=reason, exit_code=exit_code, duration=lived)
+        for listener in self.ended_listeners:
+            listener(session)
 
     def _arm_timer(self, session: Session, delay: float, reason: str) -> None:
         self._disarm_timer(session)
@@ -490,7 +507,8 @@ class SessionManager:
                 self._observer_clients.pop(session.id, None)
         else:
             _release(self._owner_clients, session.id)
-        if not session.owner_attached and not session.ended:
+        # An agent's terminal stays open when its owner stops watching it.
+        if not session.owner_attached and not session.ended and session.agent is None:
             if grace is None:
                 self._arm_timer(session, self.disconnect_grace, "last client disconnected")
             else:

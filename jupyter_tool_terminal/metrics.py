@@ -27,6 +27,8 @@ KILL_REASONS = (
     "failed to start",
     "reset failed",
     "server shutdown",
+    "closed by agent",
+    "agent revoked",
 )
 
 SESSIONS = Gauge(
@@ -55,6 +57,29 @@ KILLS = Counter(
     "Tool terminal sessions ended with their processes killed, by reason",
     ["reason"],
 )
+#: The MCP tools an agent can call (`agents/tools.py`), and how a call can end.
+AGENT_TOOLS = (
+    "list_instances",
+    "list_terminals",
+    "open_terminal",
+    "run_command",
+    "send_keys",
+    "read_screen",
+    "close_terminal",
+    "request_control",
+)
+AGENT_CALL_RESULTS = ("ok", "error", "refused")
+AGENT_CALLS = Counter(
+    "jupyter_tool_terminal_agent_calls",
+    "MCP tool calls of agents, by tool and result (ok; error: the tool ran and failed; refused: "
+    "no control, not its terminal, an unknown id, a limit or bad arguments); an unknown tool "
+    "counts as tool=unknown",
+    ["tool", "result"],
+)
+AGENT_CONTROL_GRANTS = Counter(
+    "jupyter_tool_terminal_agent_control_grants",
+    "Times an owner gave an agent control of its terminals",
+)
 OPEN_SECONDS = Histogram(
     "jupyter_tool_terminal_open_seconds",
     "Seconds to open a tool terminal session (until its shell started)",
@@ -80,12 +105,20 @@ def count_kill(reason: str) -> None:
     KILLS.labels(label_value(reason)).inc()
 
 
+def count_agent_call(tool: str, result: str) -> None:
+    """Count one MCP tool call of an agent (an unknown tool's name is not a label value)."""
+    AGENT_CALLS.labels(tool if tool in AGENT_TOOLS else "unknown", result).inc()
+
+
 def _start_known_series() -> None:
     for runtime in RUNTIMES:
         for family in (SESSIONS, OPENS, RESETS, OPEN_SECONDS):
             family.labels(runtime)
     for reason in KILL_REASONS:
         KILLS.labels(label_value(reason))
+    for tool in (*AGENT_TOOLS, "unknown"):
+        for result in AGENT_CALL_RESULTS:
+            AGENT_CALLS.labels(tool, result)
 
 
 _start_known_series()

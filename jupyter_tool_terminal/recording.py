@@ -308,10 +308,13 @@ class Recorder:
         shell: str,
         rows: int = 24,
         cols: int = 80,
+        environment: t.Mapping[str, str] | None = None,
     ) -> Recording:
         """Create the session's file and write its header (blocking: call it in a thread).
 
-        Raises :class:`RecordingError` if the file cannot be created and written.
+        ``environment``: the shell's (see :attr:`.Session.environment`); the values of its
+        secret variables are hidden as well. Raises :class:`RecordingError` if the file cannot
+        be created and written.
         """
         started = datetime.datetime.now(datetime.timezone.utc)
         name = "_".join(
@@ -343,7 +346,7 @@ class Recorder:
         recording = Recording(
             path,
             file,
-            redactor=self.redactor,
+            redactor=self.redactor.for_environment(environment or {}),
             max_bytes=self.max_bytes,
             record_input=self.record_input,
             log=self.log,

@@ -57,6 +57,11 @@ class TerminalClient(t.Protocol):
         """Close the connection."""
 
 
+#: Called with each piece of a session's output as it arrives (after the screen model got it),
+#: and once with ``None`` when the session ended. It must return quickly: it runs in the pump.
+OutputListener = t.Callable[[str | None], None]
+
+
 def clamp_size(rows: int, cols: int) -> tuple[int, int]:
     """Clamp a terminal size into the bounds the engine is ever asked for."""
     return (min(max(rows, MIN_ROWS), MAX_ROWS), min(max(cols, MIN_COLS), MAX_COLS))
@@ -106,6 +111,8 @@ class Session:
         self.clients: list[TerminalClient] = []
         #: Users the owner granted a read-only view, in the order granted.
         self.observers: list[str] = []
+        #: The agent that opened it (``{"id", "name"}``), for an agent's terminal.
+        self.agent: dict[str, str] | None = None
         #: Clients waiting for their screen snapshot (they get live output after it).
         self._attaching: list[TerminalClient] = []
         self.ended = False
@@ -130,12 +137,14 @@ class Session:
         self._lifecycle = asyncio.Lock()
         self._resize_task: asyncio.Task[None] | None = None
         self._end_task: asyncio.Task[None] | None = None
+        #: In-server readers of the output (an AI agent's shell), beside the clients.
+        self.output_listeners: list[OutputListener] = []
 
     # -- model --------------------------------------------------------------------------------
 
     def model(self) -> dict[str, t.Any]:
         """The session as the REST API shows it."""
-        return {
+        model = {
             "id": self.id,
             "instance": self.instance.id,
             "tool": self.tool.name,
@@ -143,6 +152,16 @@ class Session:
             "last_activity": _isoformat(self.last_activity),
             "clients": len(self.clients) + len(self._attaching),
         }
+        if self.agent is not None:
+            model["agent"] = dict(self.agent)
+        return model
+
+    @property
+    def environment(self) -> dict[str, str]:
+        """The variables the session's shell starts with, as far as its runtime knows them
+        (the instance's own and the tool type's ``env``): what redaction treats as the shell's
+        secrets, for its recording and for AI agents alike."""
+        return self._runtime.shell_variables(self.instance, self.tool)
 
     def _touch(self) -> None:
         self.last_activity = _now()
@@ -206,6 +225,7 @@ class Session:
                 return
             self.ended = True
             self._on_ended(self, reason, None)
+            self._tell_listeners_ended()
             await self._stop_shell()
             if message is not None:
                 self._broadcast(["error", message])
@@ -282,6 +302,8 @@ class Session:
                     self.screen.feed(text)
                     if self.recording is not None:
                         self.recording.output(text)
+                    for listener in self.output_listeners:
+                        listener(text)
                     in_flight = self._broadcast(["stdout", text])
                 if not data:
                     break
@@ -301,6 +323,7 @@ class Session:
                 code = None
             self._pump_task = None
             self._on_ended(self, "exit" if code is not None else "instance stopped", code)
+            self._tell_listeners_ended()
             if code is None:
                 self._broadcast(["error", "The tool instance stopped; the terminal has ended."])
             else:
@@ -308,6 +331,11 @@ class Session:
             await self._stop_shell()
             self._disconnect_clients()
             await self._end_recording()
+
+    def _tell_listeners_ended(self) -> None:
+        listeners, self.output_listeners = self.output_listeners, []
+        for listener in listeners:
+            listener(None)
 
     async def _end_recording(self) -> None:
         recording, self.recording = self.recording, None

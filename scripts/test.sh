@@ -17,6 +17,8 @@ bash scripts/hub-deps.sh
 if [ "$(id -u)" = 0 ]; then bash scripts/hub-users-env.sh; fi
 # The reference terminal of the screen-fidelity tests (xterm.js headless), from its lockfile.
 npm ci --prefix tests/xterm --no-audit --no-fund --silent
+# The official TypeScript MCP SDK's client of the agent tests (tests/test_mcp_ts.py).
+npm ci --prefix tests/mcp-ts --no-audit --no-fund --silent
 # Everything below runs in the project's virtual environment.
 export PATH="${JTT_VENV:-$repo/.venv}/bin:$PATH"
 if [ "$engine_was_up" = no ]; then

@@ -140,5 +140,12 @@ class ToolRuntime(LoggingConfigurable):
         """Start the tool type's shell (after its startup command) in a new terminal."""
         raise NotImplementedError
 
+    def shell_variables(self, instance: Instance, tool: ToolType) -> dict[str, str]:
+        """The environment a shell of ``tool`` in ``instance`` starts with, as far as this
+        runtime knows it (at least the tool type's ``env``). Only for redaction: the values of
+        its secret-looking variables are hidden from recordings and AI agents."""
+        del instance
+        return dict(tool.env)
+
     def close(self) -> None:
         """Release the runtime's resources (connections, threads)."""

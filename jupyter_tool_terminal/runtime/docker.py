@@ -70,6 +70,9 @@ class DockerInstance(Instance):
     container_id: str = ""
     #: The container's own environment names (to know whether ``LANG`` is already set).
     env_names: frozenset[str] = frozenset()
+    #: The container's own environment (``Config.Env``) as (name, value) pairs, known when the
+    #: instance was inspected; kept out of ``repr`` since values may be secrets.
+    env: tuple[tuple[str, str], ...] = dataclasses.field(default=(), repr=False, compare=False)
 
 
 class _ExecChannel(ShellChannel):
@@ -298,6 +301,7 @@ class DockerRuntime(ToolRuntime):
             tool=tool,
             status=status,
             env_names=frozenset(item.split("=", 1)[0] for item in env),
+            env=tuple((name, value) for name, _, value in (item.partition("=") for item in env)),
         )
 
     async def list_instances(self, owner: str) -> list[Instance]:
@@ -334,6 +338,10 @@ class DockerRuntime(ToolRuntime):
         )
 
     # -- shells -----------------------------------------------------------------------------
+
+    def shell_variables(self, instance: Instance, tool: ToolType) -> dict[str, str]:
+        own = dict(instance.env) if isinstance(instance, DockerInstance) else {}
+        return {**own, **tool.env}
 
     async def start_shell(self, instance: Instance, tool: ToolType) -> ShellChannel:
         """Start the shell as a ``docker exec`` with a TTY, tagged for its later kill."""

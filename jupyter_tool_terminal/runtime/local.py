@@ -436,6 +436,12 @@ class LocalRuntime(ToolRuntime):
         )
         return environment
 
+    def shell_variables(self, instance: Instance, tool: ToolType) -> dict[str, str]:
+        del instance
+        environment = self._environment(tool, "")
+        environment.pop(SESSION_TAG_VARIABLE, None)
+        return environment
+
     async def list_instances(self, owner: str) -> list[Instance]:
         if owner != self.owner:
             return []

@@ -1,0 +1,233 @@
+"""An agent's command latency: ``run_command`` of ``true`` over MCP, against ``docker exec``.
+
+``python benchmarks/agent_commands.py [--count N]`` starts a ``jupyter server`` with this
+extension (the Docker runtime) and a busybox tool instance of its own, creates an agent over REST
+and grants it control, then measures, side by side in one run:
+
+* ``mcp``: ``run_command`` of ``true`` through the official Python MCP SDK client (one
+  connection, the ``initialize`` era), at the client: typed into the terminal's own shell;
+* ``exec``: a fresh ``docker exec CONTAINER true`` per command (the CLI), how agents run commands
+  in containers today;
+* ``raw``: the round trip of ``true`` through one long-lived raw exec TTY socket (the Docker
+  SDK), no server at all: the floor of a typed command.
+
+It prints p50/p99 in milliseconds and the ratios; the container and the server are removed at
+the end, also on failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import secrets
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import typing as t
+import urllib.request
+from pathlib import Path
+
+import docker
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+REPO = Path(__file__).resolve().parent.parent
+IMAGE = "jupyter-tool-terminal-test:latest"
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+def figures(seconds: list[float]) -> dict[str, float]:
+    millis = [value * 1000 for value in seconds]
+    return {
+        "p50": round(statistics.median(millis), 2),
+        "p99": round(percentile(millis, 0.99), 2),
+        "n": len(millis),
+    }
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def request(url: str, token: str, method: str = "GET", body: t.Any = None) -> t.Any:
+    data = json.dumps(body).encode() if body is not None else (b"" if method == "POST" else None)
+    req = urllib.request.Request(
+        url, data=data, method=method, headers={"Authorization": f"token {token}"}
+    )
+    with urllib.request.urlopen(req, timeout=30) as response:
+        text = response.read()
+    return json.loads(text) if text else None
+
+
+@contextlib.contextmanager
+def server(owner: str) -> t.Iterator[tuple[str, str]]:
+    """A jupyter server with the extension; yields (base URL, token)."""
+    token = secrets.token_hex(16)
+    port = free_port()
+    with tempfile.TemporaryDirectory() as folder:
+        config = {
+            "ServerApp": {"jpserver_extensions": {"jupyter_tool_terminal": True}},
+            "ToolTerminalApp": {
+                "runtime": "docker",
+                "owner": owner,
+                "agents_file": "",
+                "tool_types": {"sandbox": {"display_name": "Sandbox", "shell": ["/bin/sh"]}},
+            },
+        }
+        Path(folder, "jupyter_server_config.json").write_text(json.dumps(config))
+        env = {**os.environ, "JUPYTER_CONFIG_DIR": folder, "PYTHONPATH": str(REPO)}
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "jupyter_server",
+                f"--port={port}",
+                "--ip=127.0.0.1",
+                "--no-browser",
+                "--allow-root",
+                f"--IdentityProvider.token={token}",
+                f"--ServerApp.root_dir={folder}",
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        base = f"http://127.0.0.1:{port}/"
+        try:
+            for _ in range(600):
+                with contextlib.suppress(OSError):
+                    request(base + "api/status", token)
+                    break
+                time.sleep(0.1)
+            yield base, token
+        finally:
+            process.terminate()
+            process.wait(30)
+
+
+async def measure_mcp(
+    url: str, agent_token: str, instance: str, count: int
+) -> tuple[list[float], list[float]]:
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {agent_token}"}, timeout=60)
+    transport = streamable_http_client(url, http_client=http)
+    async with http, Client(transport, mode="legacy") as client:
+        opened = await client.call_tool("open_terminal", {"instance": instance})
+        session = opened.structured_content["session"]
+        for _ in range(5):  # warm-up
+            await client.call_tool("run_command", {"session": session, "command": "true"})
+        times = []
+        for _ in range(count):
+            started = time.perf_counter()
+            result = await client.call_tool("run_command", {"session": session, "command": "true"})
+            times.append(time.perf_counter() - started)
+            assert result.structured_content["exit_code"] == 0, result
+        calls = []
+        for _ in range(count):
+            started = time.perf_counter()
+            await client.call_tool("list_terminals", {})
+            calls.append(time.perf_counter() - started)
+        return times, calls
+
+
+def measure_exec(container: str, count: int) -> list[float]:
+    times = []
+    for _ in range(count):
+        started = time.perf_counter()
+        subprocess.run(["docker", "exec", container, "true"], check=True)
+        times.append(time.perf_counter() - started)
+    return times
+
+
+def measure_raw(api: t.Any, container: str, count: int) -> list[float]:
+    exec_id = api.exec_create(container, ["/bin/sh"], tty=True, stdin=True)["Id"]
+    sock = api.exec_start(exec_id, tty=True, socket=True)._sock
+    sock.settimeout(10)
+
+    def round_trip(marker: bytes) -> None:
+        sock.sendall(b"true; echo " + marker[:2] + b"''" + marker[2:] + b"$?\n")
+        seen = b""
+        while marker + b"0" not in seen:
+            seen = seen[-200:] + sock.recv(65536)
+            # busybox's line editor asks where the cursor is at each prompt and waits 20 ms
+            # for the answer a terminal would give: answer it, as a terminal does.
+            if b"\x1b[6n" in seen:
+                sock.sendall(b"\x1b[1;1R")
+                seen = seen.replace(b"\x1b[6n", b"")
+
+    times: list[float] = []
+    try:
+        for index in range(count + 5):
+            marker = f"MK{index}X".encode()
+            started = time.perf_counter()
+            round_trip(marker)
+            if index >= 5:  # the first ones warm up
+                times.append(time.perf_counter() - started)
+    finally:
+        sock.close()
+    return times
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=200)
+    args = parser.parse_args(argv)
+    client = docker.from_env()
+    owner = "bench"
+    name = f"jtt-bench-agent-{secrets.token_hex(4)}"
+    container = client.containers.run(
+        IMAGE,
+        name=name,
+        detach=True,
+        init=True,
+        network_mode="none",
+        labels={"jupyter-tool-terminal.owner": owner, "jupyter-tool-terminal.tool": "sandbox"},
+    )
+    try:
+        with server(owner) as (base, token):
+            agent = request(base + "tool-terminal/api/agents", token, "POST", {"name": "bench"})
+            request(
+                base + f"tool-terminal/api/agents/{agent['id']}/control",
+                token,
+                "POST",
+                {"minutes": 60},
+            )
+            mcp, calls = asyncio.run(
+                measure_mcp(base + "tool-terminal/mcp", agent["token"], name, args.count)
+            )
+        exec_times = measure_exec(name, min(args.count, 100))
+        raw = measure_raw(client.api, container.id, args.count)
+    finally:
+        container.remove(force=True)
+        client.close()
+    results = {
+        "mcp": figures(mcp),
+        "mcp_call": figures(calls),
+        "exec": figures(exec_times),
+        "raw": figures(raw),
+    }
+    print(json.dumps(results, indent=1))
+    speedup = results["exec"]["p50"] / results["mcp"]["p50"]
+    print(
+        f"run_command p50 {results['mcp']['p50']} ms, p99 {results['mcp']['p99']} ms; "
+        f"docker exec p50 {results['exec']['p50']} ms ({speedup:.1f}x slower); raw exec round "
+        f"trip p50 {results['raw']['p50']} ms; an MCP call alone (list_terminals) p50 "
+        f"{results['mcp_call']['p50']} ms"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

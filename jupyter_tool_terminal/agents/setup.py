@@ -1,0 +1,79 @@
+"""Agents' parts wired together for one server: the store, the tools, the MCP bridge, the audit."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import typing as t
+
+from ..manager import SessionManager
+from ..redaction import Redactor
+from .audit import AgentAudit
+from .endpoint import MCPBridge
+from .store import Agent, AgentStore
+from .tools import AGENT_REVOKED, AgentTools
+
+if t.TYPE_CHECKING:
+    from jupyter_events import EventLogger
+
+
+@dataclasses.dataclass
+class Agents:
+    """Everything agents need on one server (``ToolTerminalApp.agents``)."""
+
+    store: AgentStore
+    tools: AgentTools
+    bridge: MCPBridge
+    audit: AgentAudit
+
+    async def revoke(self, agent: Agent, username: str) -> None:
+        """Delete ``agent``: its token stops working at once, then its terminals end."""
+        self.store.delete(agent)
+        self.audit.emit("delete", agent, username=username)
+        await self.tools.end_terminals(agent, AGENT_REVOKED)
+
+    async def expire(self) -> None:
+        """Forget agents whose lifetime is over and end their terminals."""
+        for agent in self.store.expire():
+            self.audit.emit("expire", agent)
+            await self.tools.end_terminals(agent, AGENT_REVOKED)
+
+    async def stop(self) -> None:
+        """Stop the MCP bridge (the sessions themselves end with the session manager)."""
+        await self.bridge.stop()
+
+
+def make_agents(
+    *,
+    manager: SessionManager,
+    redactor: Redactor,
+    output_limit: int,
+    path: str | None,
+    token_lifetime: float,
+    max_agents_per_user: int,
+    control_max_minutes: int,
+    max_calls_in_flight: int,
+    max_terminals_per_agent: int,
+    event_logger: EventLogger | None,
+    log: logging.Logger,
+) -> Agents:
+    """The agents of a server whose sessions ``manager`` holds."""
+    store = AgentStore(
+        path=path,
+        token_lifetime=token_lifetime,
+        max_agents_per_user=max_agents_per_user,
+        control_max_minutes=control_max_minutes,
+        log=log,
+    )
+    audit = AgentAudit(event_logger, log)
+    tools = AgentTools(
+        manager=manager,
+        store=store,
+        redactor=redactor,
+        output_limit=output_limit,
+        audit=audit,
+        max_calls_in_flight=max_calls_in_flight,
+        max_terminals_per_agent=max_terminals_per_agent,
+        log=log,
+    )
+    return Agents(store=store, tools=tools, bridge=MCPBridge(tools), audit=audit)

@@ -1,0 +1,483 @@
+"""An AI agent's commands, typed into a tool terminal's own shell, with their end and exit code.
+
+``run_command`` runs nothing beside the terminal (no exec per command): it types the command into
+the shell the owner watches, as a person would, wrapped so that the shell itself reports where
+the command's output starts and where it ended, with its exit status. A short one-line command
+is typed as one line::
+
+    printf '\\033]6973;S;NONCE\\007'; command eval 'COMMAND'; printf '...E;NONCE;%s...' "$?"
+
+a longer one, or one of several lines, as a here-document the shell reads on file descriptor 3::
+
+    printf ...S...; command . /dev/fd/3 3<<__JTT_NONCE; printf ...E... "$?"
+    <the command, line by line, long lines split with backslash-newline>
+    __JTT_NONCE
+
+POSIX shells (bash, dash, busybox ash) all run it the same way, with builtins only:
+
+- the command runs in the shell itself (``eval``, ``.``), so ``cd``, variables, functions and
+  background jobs carry over to the next command exactly as if it was typed; its standard input
+  is still the terminal, so a command that reads input gets what :meth:`AgentShell.send_keys`
+  types (once the shell has read the command: keys typed before may go to the line editor);
+- ``command`` in front keeps a syntax error in the command from aborting the line: the shell
+  reports it and the end marker still follows, with status 2;
+- the markers are a private OSC sequence (terminals ignore it; the owner sees nothing of it)
+  carrying a fresh random nonce per command, written by the shell's ``printf`` from an escaped
+  format: the typed line and its echo never contain the marker itself, and a command's output
+  cannot end the command early without knowing the nonce;
+- the command's text is quoted (single quotes; in the here-document ``\\``, ``$`` and
+  backquotes are escaped), and typed in lines that every line editor and the terminal's own
+  line discipline (4095 characters, for dash) take whole. A tab would make a line editor
+  complete: the here-document takes tabs from a variable set by ``$(printf '\\t')`` (the only
+  fork, for commands with tabs); other control characters are refused (send them with
+  ``send_keys``).
+
+The output of the command is exactly what the terminal received between the two markers (so
+not the echo of the typed lines, not the prompt), with CR LF turned into LF, redacted, and
+bounded: beyond ``output_limit`` characters only the head and the tail are kept (while a flood
+streams as well: memory stays bounded whatever the command prints).
+
+What breaks it, and what the agent then sees:
+
+- a program other than the shell in the foreground (an interactive startup command, an editor
+  the owner left open), or a shell waiting for the rest of a line the owner left unfinished:
+  the typed lines go there, no marker comes, and ``run_command`` answers ``timed_out`` with a
+  note saying so (``read_screen`` shows what is there; ``send_keys`` with Ctrl-C or the
+  program's own quit key frees the shell);
+- a command that timed out keeps running: the next ``run_command`` waits a moment for it and
+  is then refused (nothing is typed into it) until its end marker comes or an interrupt is
+  typed with ``send_keys``;
+- a shell that is not POSIX (fish, csh, a Python prompt): the same, ``timed_out``;
+- a command that ends the shell (``exit``, ``exec``): the terminal ends; the result says so;
+- a command interrupted by Ctrl-C: the shell drops the rest of the line, so that command's end
+  marker never comes; the next ``run_command`` works as usual (each has its own nonce);
+- whatever the owner half-typed at the prompt is cleared first (Ctrl-E, Ctrl-U), and the typed
+  lines land in the shell's history, where the owner sees them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import re
+import secrets
+import typing as t
+
+from ..redaction import Redactor
+
+if t.TYPE_CHECKING:
+    from ..session import Session
+
+#: The private OSC number of the markers (unassigned in the terminals' registries).
+MARKER_OSC = "6973"
+#: The longest line typed into the shell: a line editor's buffer (busybox: about 1000) and the
+#: terminal's canonical line (4095) take it whole.
+TYPED_LINE = 200
+#: The longest command (quoted) typed as one line, with the markers around it: busybox's line
+#: editor takes 1023 characters at most.
+ONE_LINE = 768
+#: A line editor's question for the cursor position, an answer it ignores (column 1), and how far
+#: after a command's end marker the question is looked for (the prompt).
+CURSOR_QUERY = "\x1b[6n"
+CURSOR_AT_START = "\x1b[1;1R"
+PROMPT_WATCH = 4096
+#: Keys that interrupt, quit or suspend a foreground program (Ctrl-C, Ctrl-\\, Ctrl-Z).
+INTERRUPTS = frozenset("\x03\x1c\x1a")
+#: How long a command waits for the previous one, which timed out, to end (seconds).
+PREVIOUS_COMMAND_GRACE = 2.0
+#: Characters kept beyond the limit on each side of a cut, so that a secret of up to this length
+#: that the cut goes through is still seen whole by the redactor before it is cut.
+REDACTION_MARGIN = 1024
+#: Room kept in the limit for the line saying how much was left out.
+_TRUNCATION_RESERVE = 64
+#: Characters a command may not contain (they would edit the typed line); tab and newline may.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+#: Clears whatever is typed at the prompt (end of line, then kill to its start).
+_CLEAR_LINE = "\x05\x15"
+#: What the here-document's escaping puts a backslash before, and the variable holding a tab.
+_HEREDOC_SPECIAL = frozenset("\\$`")
+_TAB_VARIABLE = "__jtt_tab"
+
+
+class AgentShellError(Exception):
+    """A refused call; the message is for the agent: why, and what to do instead."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CommandResult:
+    """How a command ended and what it printed."""
+
+    #: Its exit status; ``None`` if it did not end (``timed_out``) or the terminal ended.
+    exit_code: int | None
+    #: What it printed: redacted, LF line ends, no escape sequences of ours, bounded.
+    output: str
+    #: Whether ``output`` is only the head and the tail of what it printed.
+    truncated: bool
+    #: Whether it was still running at the timeout (it keeps running).
+    timed_out: bool
+    #: A sentence for the agent when the result needs explaining (empty otherwise).
+    note: str = ""
+
+
+def typed_command(command: str, nonce: str) -> str:
+    """The keystrokes that run ``command`` in a POSIX shell between markers with ``nonce``."""
+    start = f"printf '\\033]{MARKER_OSC};S;{nonce}\\007'"
+    end = f"printf '\\033]{MARKER_OSC};E;{nonce};%s\\007' \"$?\""
+    quoted = "'" + command.replace("'", "'\\''") + "'"
+    if len(quoted) <= ONE_LINE and "\n" not in command and "\t" not in command:
+        # One typed line: a line editor's per-line work (terminal modes, redraws) once.
+        return f"{_CLEAR_LINE}{start}; command eval {quoted}; {end}\r"
+    delimiter = f"__JTT_{nonce}"
+    # A tab typed into a line editor completes: the here-document gets it from a variable.
+    tab = f"{_TAB_VARIABLE}=$(printf '\\t'); " if "\t" in command else ""
+    lines = [f"{_CLEAR_LINE}{tab}{start}; command . /dev/fd/3 3<<{delimiter}; {end}"]
+    lines.extend(_heredoc_line(line) for line in command.split("\n"))
+    lines.append(delimiter)
+    return "".join(line + "\r" for line in lines)
+
+
+def _heredoc_line(line: str) -> str:
+    """One line of the command, escaped for an unquoted here-document and split into typed
+    lines joined by backslash-newline (which the here-document removes again)."""
+    pieces: list[str] = []
+    current: list[str] = []
+    size = 0
+    for char in line:
+        if char in _HEREDOC_SPECIAL:
+            token = "\\" + char
+        elif char == "\t":
+            token = "${" + _TAB_VARIABLE + "}"
+        else:
+            token = char
+        if size + len(token) > TYPED_LINE:
+            pieces.append("".join(current))
+            current, size = [], 0
+        current.append(token)
+        size += len(token)
+    pieces.append("".join(current))
+    return "\\\r".join(pieces)
+
+
+class _BoundedText:
+    """Text that may grow without bound, kept as its first and last ``keep`` characters."""
+
+    def __init__(self, keep: int) -> None:
+        self._keep = keep
+        self._head: list[str] = []
+        self._head_size = 0
+        self._tail: list[str] = []
+        self._tail_size = 0
+        #: Characters added in all.
+        self.total = 0
+
+    def add(self, text: str) -> None:
+        if not text:
+            return
+        self.total += len(text)
+        if self._head_size < self._keep:
+            taken = text[: self._keep - self._head_size]
+            self._head.append(taken)
+            self._head_size += len(taken)
+        self._tail.append(text)
+        self._tail_size += len(text)
+        if self._tail_size > 2 * self._keep:
+            # Amortised: the tail is cut back to ``keep`` once it holds twice that.
+            kept = "".join(self._tail)[-self._keep :]
+            self._tail, self._tail_size = [kept], len(kept)
+
+    @property
+    def complete(self) -> bool:
+        """Whether the head holds all of it."""
+        return self.total <= self._keep
+
+    def head(self) -> str:
+        return "".join(self._head)
+
+    def copy(self) -> _BoundedText:
+        copied = _BoundedText(self._keep)
+        copied._head, copied._head_size = list(self._head), self._head_size
+        copied._tail, copied._tail_size = list(self._tail), self._tail_size
+        copied.total = self.total
+        return copied
+
+    def tail(self) -> str:
+        return "".join(self._tail)[-self._keep :]
+
+
+class _Run:
+    """One command in flight: finds its markers in the terminal's output and keeps what lies
+    between them."""
+
+    def __init__(self, nonce: str, limit: int) -> None:
+        self._start = f"\x1b]{MARKER_OSC};S;{nonce}\x07"
+        self._end = f"\x1b]{MARKER_OSC};E;{nonce};"
+        self._limit = limit
+        self.started = False
+        #: Whether the terminal ended before the command did.
+        self.terminal_ended = False
+        #: Whether an interrupt was typed while it ran.
+        self.interrupted = False
+        #: Output held back: it may be the beginning of a marker, or a CR before its LF.
+        self._carry = ""
+        self.output = _BoundedText(limit + REDACTION_MARGIN)
+        self.done: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
+
+    def feed(self, text: str) -> str:
+        """Take the terminal's next output; what came after the end marker, once it came."""
+        if self.done.done():
+            return ""
+        text, self._carry = self._carry + text, ""
+        if not self.started:
+            found = text.find(self._start)
+            if found < 0:
+                self._carry = text[-(len(self._start) - 1) :]
+                return ""
+            self.started = True
+            text = text[found + len(self._start) :]
+        searched = 0
+        while True:
+            found = text.find(self._end, searched)
+            if found < 0:
+                break
+            status_at = found + len(self._end)
+            bell = text.find("\x07", status_at, status_at + 4)
+            if bell >= 0 and text[status_at:bell].isdigit():
+                self._add(text[:found])
+                self.done.set_result(int(text[status_at:bell]))
+                return text[bell + 1 :]
+            if bell < 0 and len(text) < status_at + 4:
+                self._add(text[:found])
+                self._carry = text[found:]  # the marker's status is still coming
+                return ""
+            searched = found + 1  # not our marker after all: output
+        # Hold back what may be the start of a marker (from an escape near the end) and a CR
+        # whose LF may come next.
+        escape = text.rfind("\x1b", max(len(text) - len(self._end) - 4, 0))
+        cut = escape if escape >= 0 else len(text)
+        if cut and text[cut - 1] == "\r":
+            cut -= 1
+        self._carry = text[cut:]
+        self._add(text[:cut])
+        return ""
+
+    def _add(self, text: str) -> None:
+        self.output.add(text.replace("\r\n", "\n"))
+
+    def terminal_gone(self) -> None:
+        if not self.done.done():
+            self.terminal_ended = True
+            self.done.set_result(None)
+
+    def result(self, redactor: Redactor) -> tuple[str, bool]:
+        """The output so far (redacted, bounded) and whether it was truncated."""
+        output = self.output
+        if self._carry and not (self.done.done() and self.done.result() is not None):
+            # The command did not end (yet): what is held back is part of its output so far.
+            # (Added to a copy: a command that goes on running is still fed.)
+            output = output.copy()
+            output.add(self._carry.replace("\r\n", "\n"))
+        limit = self._limit
+        if output.complete:
+            text = redactor.redact(output.head())
+            if len(text) <= limit:
+                return text, False
+            head, tail = text, text
+            left_out = len(text)
+        else:
+            head, tail = redactor.redact(output.head()), redactor.redact(output.tail())
+            left_out = output.total
+        half = max((limit - _TRUNCATION_RESERVE) // 2, 0)
+        left_out -= 2 * half
+        marker = f"\n[... {left_out} characters left out ...]\n"
+        return head[:half] + marker + (tail[-half:] if half else ""), True
+
+
+class AgentShell:
+    """One agent's hold on one session's shell."""
+
+    def __init__(
+        self,
+        session: Session,
+        *,
+        redactor: Redactor,
+        output_limit: int = 32768,
+        log: logging.Logger,
+    ) -> None:
+        self.session = session
+        self._redactor = redactor
+        self._limit = output_limit
+        self._log = log
+        #: The command in flight, or the last one, which may still be running (it timed out).
+        self._run: _Run | None = None
+        self._in_flight = False
+        self._listening = False
+        #: Characters of output after a command's end still looked at for the prompt's
+        #: cursor position query.
+        self._prompt_watch = 0
+
+    async def start(self) -> None:
+        """Attach to the session's output. Nothing is typed until the first command: each
+        command carries everything it needs, so a reset shell or one the owner replaced (a
+        new ``bash``) works as well."""
+        self._refuse_if_ended()
+        if not self._listening:
+            self.session.output_listeners.append(self._output)
+            self._listening = True
+
+    def close(self) -> None:
+        """Detach (the session goes on); a command being waited for is given up."""
+        if self._listening:
+            self._listening = False
+            if self._output in self.session.output_listeners:
+                self.session.output_listeners.remove(self._output)
+        if self._run is not None:
+            self._run.terminal_gone()
+            self._run = None
+
+    def _output(self, text: str | None) -> None:
+        run = self._run
+        if text is None:
+            if run is not None:
+                run.terminal_gone()
+            return
+        if run is not None and not run.done.done():
+            text = run.feed(text)
+            if not run.done.done():
+                return
+            self._prompt_watch = PROMPT_WATCH
+        if self._prompt_watch > 0:
+            self._answer_cursor_query(text)
+
+    def _answer_cursor_query(self, text: str) -> None:
+        """Answer the line editor's question for the cursor position in the prompt after a
+        command, when no terminal of the owner's is there to answer it.
+
+        busybox's line editor asks at each prompt (``ESC [ 6 n``) and, when a line is entered,
+        waits 20 ms for an answer that never comes without a terminal: two thirds of a short
+        command's time. Column 1 is an answer it ignores (the prompt is longer).
+        """
+        if CURSOR_QUERY in text:
+            self._prompt_watch = 0
+            if not self.session.owner_attached:
+                self.session.write(CURSOR_AT_START)
+        else:
+            self._prompt_watch -= len(text)
+
+    def _refuse_if_ended(self) -> None:
+        if self.session.ended:
+            msg = "This terminal has ended; open a new one with open_terminal."
+            raise AgentShellError(msg)
+
+    def _redacted_error(self, message: str) -> AgentShellError:
+        return AgentShellError(self._redactor.redact(message))
+
+    async def run_command(self, command: str, timeout: float) -> CommandResult:
+        """Type ``command`` into the shell and wait (at most ``timeout`` seconds) until the
+        shell is back at its prompt; its exit code and what it printed."""
+        self._refuse_if_ended()
+        if not self._listening:
+            msg = "This terminal is not attached for commands (AgentShell.start was not called)."
+            raise AgentShellError(msg)
+        if self._in_flight:
+            msg = (
+                "Another command is still running in this terminal; wait for its result, or "
+                "stop it with send_keys and Ctrl-C (\\u0003)."
+            )
+            raise AgentShellError(msg)
+        command = command.replace("\r\n", "\n").replace("\r", "\n")
+        if _CONTROL.search(command):
+            msg = (
+                "The command contains control characters (other than tab and newline); type "
+                "them with send_keys instead."
+            )
+            raise AgentShellError(msg)
+        await self._wait_for_previous(timeout)
+        nonce = secrets.token_hex(8)
+        run = self._run = _Run(nonce, self._limit)
+        self._in_flight = True
+        try:
+            if not self.session.write(typed_command(command, nonce)):
+                self._run = None
+                raise self._backlog_error()
+            done, _ = await asyncio.wait({run.done}, timeout=timeout)
+        finally:
+            self._in_flight = False
+        output, truncated = run.result(self._redactor)
+        if done and run.done.result() is not None:
+            return CommandResult(run.done.result(), output, truncated, timed_out=False)
+        if run.terminal_ended:
+            note = "The terminal ended (its shell exited) while the command ran."
+            return CommandResult(None, output, truncated, timed_out=False, note=note)
+        # Still running (or still waiting to be read by the shell): the next command waits
+        # for its end, or for an interrupt typed with send_keys, instead of being typed into
+        # it and run whenever the shell gets to it.
+        if run.interrupted:
+            self._run = None
+        if run.started:
+            note = (
+                f"The command did not finish within {timeout:g} s and keeps running in the "
+                "terminal. read_screen shows it; send_keys types into it (Ctrl-C, \\u0003, "
+                "stops it)."
+            )
+        else:
+            note = (
+                f"The shell did not start the command within {timeout:g} s: it is not at its "
+                "prompt (a program is in the foreground and got the typed command, or the "
+                "shell waits for the rest of an unfinished line). read_screen shows it; "
+                "send_keys with Ctrl-C (\\u0003) or the program's quit key frees the shell."
+            )
+        return CommandResult(None, output, truncated, timed_out=True, note=note)
+
+    async def _wait_for_previous(self, timeout: float) -> None:
+        """Wait a moment for a command that timed out earlier to end (keys sent to it may be
+        finishing it just now); refuse if it does not."""
+        previous = self._run
+        if previous is None or previous.done.done():
+            return
+        await asyncio.wait({previous.done}, timeout=min(timeout, PREVIOUS_COMMAND_GRACE))
+        if previous.done.done():
+            return
+        msg = (
+            "The previous command (it timed out) is still running in this terminal, and what "
+            "is typed now would go to it. Wait for it (read_screen shows it), or stop it with "
+            "send_keys and Ctrl-C (\\u0003); then run_command again."
+        )
+        raise AgentShellError(msg)
+
+    def send_keys(self, keys: str) -> None:
+        """Type ``keys`` (text, control characters allowed) into the terminal as they are."""
+        self._refuse_if_ended()
+        if not self.session.write(keys):
+            raise self._backlog_error()
+        run = self._run
+        if run is not None and not run.done.done() and INTERRUPTS.intersection(keys):
+            # The shell drops the rest of an interrupted line: no end marker will come.
+            run.interrupted = True
+            if not self._in_flight:
+                self._run = None
+
+    def _backlog_error(self) -> AgentShellError:
+        return self._redacted_error(
+            f"The terminal is not taking input: {self.session.input_backlog} bytes typed "
+            "earlier still wait for the program in it. Wait, or stop it with send_keys and "
+            "Ctrl-C (\\u0003)."
+        )
+
+    def read_screen(self) -> dict[str, t.Any]:
+        """The visible screen (no scrollback) as the session's screen model has it now:
+        ``{"text", "rows", "cols", "cursor": [row, col]}``, redacted, cursor 0-based."""
+        screen = self.session.screen.screen
+        text = "\n".join(line.rstrip() for line in screen.display).rstrip("\n")
+        return {
+            "text": self._redactor.redact(text, width=screen.columns),
+            "rows": screen.lines,
+            "cols": screen.columns,
+            "cursor": [screen.cursor.y, screen.cursor.x],
+        }
+
+    async def read_screen_current(self) -> dict[str, t.Any]:
+        """:meth:`read_screen` once the screen model has worked off the output it got so far
+        (it works behind the output, off the hot path)."""
+        await self.session.screen.snapshot()
+        return self.read_screen()
