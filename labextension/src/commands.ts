@@ -109,6 +109,8 @@ export function addCommands(
     void tracker.add(widget);
     retitle();
     widget.disposed.connect(retitle);
+    // The session (and the agent it may belong to) is known once attached.
+    content.sessionChanged.connect(retitle);
     app.shell.add(widget, 'main');
     app.shell.activateById(widget.id);
     await content.start().catch(() => {
@@ -464,7 +466,11 @@ export function setTitle(
   number: number | null = null
 ): void {
   const id = widget.content.instanceId;
-  const name = info?.display_name ?? id;
+  const agent = widget.content.connection?.session.agent;
+  // An agent's terminal says whose it is (the owner watches it here).
+  const name = agent
+    ? trans.__('%1 — agent: %2', info?.display_name ?? id, agent.name)
+    : (info?.display_name ?? id);
   widget.title.label =
     number === null ? name : trans.__('%1 (%2)', name, number);
   const where =
@@ -480,5 +486,12 @@ export function setTitle(
     number === null
       ? trans.__('Terminal in %1', where)
       : trans.__('Terminal %1 in %2', number, where);
+  if (agent) {
+    widget.title.caption = trans.__(
+      '%1, opened by agent %2',
+      widget.title.caption,
+      agent.name
+    );
+  }
   widget.title.icon = toolIcon(info?.tool ?? '', info?.icon);
 }

@@ -14,6 +14,7 @@ import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import type { ITerminal } from '@jupyterlab/terminal';
 import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 
+import { agentsPlugin } from './agents/plugin';
 import { addCommands, TAB_CLASS } from './commands';
 import { observePlugin } from './observe';
 import { ToolInstances } from './instances';
@@ -49,6 +50,9 @@ export {
   stopSharing
 } from './observe';
 export { restoreArgs, restorePanels } from './restorer';
+export { AgentCommandIDs, agentsPlugin } from './agents/plugin';
+export { AgentsModel } from './agents/model';
+export type { IAgentModel, IControlRequest, INewAgent } from './agents/api';
 export { RunningToolTerminals } from './running';
 export { LauncherTiles } from './tiles';
 export { sanitizeSvg } from './icons';
@@ -81,7 +85,11 @@ const plugin: JupyterFrontEndPlugin<IToolTerminalTracker> = {
  * read-only observer view of issue 15, for one) is a plugin of its own
  * module that requires {@link IToolTerminalTracker}, added to this list.
  */
-const plugins: JupyterFrontEndPlugin<unknown>[] = [plugin, observePlugin];
+const plugins: JupyterFrontEndPlugin<unknown>[] = [
+  plugin,
+  observePlugin,
+  agentsPlugin
+];
 
 export default plugins;
 

@@ -282,6 +282,16 @@ export class ToolTerminalPanel extends Panel {
       return;
     }
     const connection = this._connection;
+    // An agent's terminal is the agent's to close: closing the owner's view
+    // of it only detaches (the terminal widget shuts down no disposed
+    // connection). *Close Tool Terminal Session* still ends it.
+    if (
+      connection !== null &&
+      connection.session.agent &&
+      !connection.hasEnded
+    ) {
+      connection.dispose();
+    }
     super.dispose();
     if (connection !== null && !connection.isDisposed) {
       void connection.shutdown().catch(() => {

@@ -94,14 +94,28 @@ export class RunningToolTerminals
       const info = this._instances.get(session.instance);
       return {
         icon: () => toolIcon(info?.tool ?? session.tool, info?.icon),
-        label: () => info?.display_name ?? session.instance,
+        label: () => {
+          const name = info?.display_name ?? session.instance;
+          // An agent's terminal is the user's too: named after the agent.
+          return session.agent
+            ? this._trans.__('%1 — agent: %2', name, session.agent.name)
+            : name;
+        },
         labelTitle: () =>
-          this._trans.__(
-            'Session %1 in tool instance %2, %3 client(s)',
-            session.id.slice(0, 8),
-            session.instance,
-            session.clients
-          ),
+          session.agent
+            ? this._trans.__(
+                'Session %1 of agent %2 in tool instance %3, %4 client(s)',
+                session.id.slice(0, 8),
+                session.agent.name,
+                session.instance,
+                session.clients
+              )
+            : this._trans.__(
+                'Session %1 in tool instance %2, %3 client(s)',
+                session.id.slice(0, 8),
+                session.instance,
+                session.clients
+              ),
         detail: () => session.instance,
         open: () => {
           void this.open(session);
@@ -238,7 +252,9 @@ export class RunningToolTerminals
     panel.sessionEnded.connect(this._refreshSoon, this);
     widget.disposed.connect(() => {
       const id = panel.sessionId;
-      if (id !== null && !this.isDisposed) {
+      // Closing the view of an agent's terminal leaves it running.
+      const detached = !!panel.connection?.session.agent;
+      if (id !== null && !detached && !this.isDisposed) {
         this._closing.add(id);
         const kept = this._sessions.filter(session => session.id !== id);
         if (kept.length !== this._sessions.length) {

@@ -183,4 +183,25 @@ export interface ISessionModel {
    * The number of attached clients.
    */
   clients: number;
+
+  /**
+   * The AI agent that opened the session through the MCP endpoint, if one
+   * did (the session is still the user's own: they watch it, type, close it).
+   */
+  agent?: ISessionAgent | null;
+}
+
+/**
+ * The agent a session belongs to, as the sessions REST routes name it.
+ */
+export interface ISessionAgent {
+  /**
+   * The agent id.
+   */
+  id: string;
+
+  /**
+   * The name the user gave the agent.
+   */
+  name: string;
 }

@@ -10,7 +10,7 @@
 import { expect, test } from '@playwright/test';
 
 import {
-  launcherSection,
+  instanceTiles,
   openLab,
   openToolTerminal,
   typeLine,
@@ -20,10 +20,7 @@ import {
 test('Binder demo: launcher tiles and a local terminal', async ({ page }) => {
   // One tile per local instance of binder/'s configuration.
   await openLab(page);
-  await expect(launcherSection(page).locator('.jp-LauncherCard')).toHaveCount(
-    3,
-    { timeout: 60_000 }
-  );
+  await expect(instanceTiles(page)).toHaveCount(3, { timeout: 60_000 });
   const terminal = await openToolTerminal(page);
   await typeLine(page, terminal, 'echo "demo=$TOOL_TERMINAL_DEMO"');
   await waitForLine(terminal, /^demo=welcome$/);

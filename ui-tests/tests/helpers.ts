@@ -91,6 +91,16 @@ export function launcherSection(page: Page): Locator {
 }
 
 /**
+ * The tiles of the "Tool Terminals" launcher section that stand for tool
+ * instances (or say why there are none): all but *Connect an Agent*.
+ */
+export function instanceTiles(page: Page): Locator {
+  return launcherSection(page).locator('.jp-LauncherCard', {
+    hasNotText: 'Connect an Agent'
+  });
+}
+
+/**
  * The launcher tile of the user's tool instance.
  */
 export function launcherTile(page: Page): Locator {

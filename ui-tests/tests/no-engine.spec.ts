@@ -9,7 +9,7 @@
  */
 import { expect, test } from '@playwright/test';
 
-import { env, launcherSection, TOKEN } from './helpers';
+import { env, instanceTiles, TOKEN } from './helpers';
 
 const URL = env('E2E_NO_ENGINE_URL');
 
@@ -24,7 +24,7 @@ test('without an engine, the launcher and the picker say why', async ({
   expect(message.length).toBeGreaterThan(0);
 
   await page.goto(`${URL}lab/workspaces/no-engine?reset&token=${TOKEN}`);
-  const tile = launcherSection(page).locator('.jp-LauncherCard');
+  const tile = instanceTiles(page);
   await expect(tile).toHaveCount(1, { timeout: 60_000 });
   await expect(tile).toContainText('Tool instances unavailable');
   await expect(tile).toHaveAttribute('title', new RegExp(escape(message)));

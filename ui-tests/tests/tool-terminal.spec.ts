@@ -12,6 +12,7 @@ import {
   activeTerminal,
   BANNER,
   env,
+  instanceTiles,
   launcherSection,
   launcherTile,
   openLab,
@@ -37,7 +38,7 @@ test('launcher tile, terminal, resize, exit, reset and close', async ({
   const section = launcherSection(page);
   const tile = launcherTile(page);
   await expect(tile).toBeVisible({ timeout: 60_000 });
-  await expect(section.locator('.jp-LauncherCard')).toHaveCount(1);
+  await expect(instanceTiles(page)).toHaveCount(1);
   await expect(page.getByText(OTHER_CONTAINER)).toHaveCount(0);
   // The tool type's own SVG icon is on the tile.
   await expect(tile.locator('svg [data-e2e-icon]')).toHaveCount(1);

@@ -250,6 +250,31 @@ describe('ToolTerminalPanel', () => {
     expect(t.calls()[1]).toBe('DELETE sessions/s1');
   });
 
+  it("leaves an agent's terminal running when closed, ends it on Close", async () => {
+    const agentSession = {
+      ...sessionModel('s1'),
+      agent: { id: 'a1', name: 'claude' }
+    };
+    const t = makePanel([{ status: 200, body: [agentSession] }], 's1');
+    await t.panel.start();
+    const ws = FakeWebSocket.last;
+    ws.open();
+    t.panel.dispose();
+    await new Promise(resolve => setTimeout(resolve, 50));
+    expect(t.calls()).toEqual(['GET sessions']);
+    expect(ws.closed).toBe(true);
+
+    const closed = makePanel(
+      [{ status: 200, body: [agentSession] }, { status: 204 }],
+      's1'
+    );
+    await closed.panel.start();
+    FakeWebSocket.last.open();
+    await closed.panel.closeSession();
+    expect(closed.calls()).toEqual(['GET sessions', 'DELETE sessions/s1']);
+    closed.panel.dispose();
+  });
+
   it('keeps the exit code of a killed shell when its instance runs', async () => {
     const t = makePanel([
       { status: 201, body: sessionModel('s1') },

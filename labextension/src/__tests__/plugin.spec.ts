@@ -2,6 +2,7 @@
 // Distributed under the terms of the Modified BSD License.
 
 import type { ILauncher } from '@jupyterlab/launcher';
+import type { ServerConnection } from '@jupyterlab/services';
 import { nullTranslator } from '@jupyterlab/translation';
 import { CommandRegistry } from '@lumino/commands';
 import { Signal } from '@lumino/signaling';
@@ -72,6 +73,29 @@ function fakeLauncher() {
       };
     }
   };
+}
+
+/**
+ * A Running panel section whose tracker announces panels on `widgetAdded`
+ * (a test emits fake panels there).
+ */
+function followingPanels(serverSettings: ServerConnection.ISettings) {
+  const widgetAdded = new Signal<unknown, unknown>({});
+  const tracker = {
+    find: () => undefined,
+    forEach: () => undefined,
+    widgetAdded
+  } as unknown as IToolTerminalTracker;
+  const instances = new ToolInstances({ serverSettings, auto: false });
+  const running = new RunningToolTerminals({
+    serverSettings,
+    tracker,
+    instances,
+    commands: new CommandRegistry(),
+    trans,
+    auto: false
+  });
+  return { widgetAdded, running, instances };
 }
 
 describe('api: session lookups', () => {
@@ -339,6 +363,24 @@ describe('RunningToolTerminals', () => {
     return { ...made, running, opened, instances };
   }
 
+  it("marks an agent's session with the agent's name", async () => {
+    const t = makeRunning([
+      {
+        status: 200,
+        body: [
+          { ...sessionModel('s1'), agent: { id: 'a1', name: 'claude' } },
+          sessionModel('s2', 'pg-2')
+        ]
+      }
+    ]);
+    await t.running.refresh();
+    const items = t.running.running();
+    expect(items.map(i => i.label())).toEqual(['pg-1 — agent: claude', 'pg-2']);
+    expect(items[0].labelTitle!()).toContain('agent claude');
+    t.running.dispose();
+    t.instances.dispose();
+  });
+
   it('lists the sessions and signals a change', async () => {
     const t = makeRunning([
       { status: 200, body: [sessionModel('s1'), sessionModel('s2', 'pg-2')] }
@@ -395,24 +437,7 @@ describe('RunningToolTerminals', () => {
       { status: 200, body: [sessionModel('s1')] },
       { status: 200, body: [sessionModel('s1')] }
     ]);
-    const widgetAdded = new Signal<unknown, unknown>({});
-    const tracker = {
-      find: () => undefined,
-      forEach: () => undefined,
-      widgetAdded
-    } as unknown as IToolTerminalTracker;
-    const instances = new ToolInstances({
-      serverSettings: made.settings,
-      auto: false
-    });
-    const running = new RunningToolTerminals({
-      serverSettings: made.settings,
-      tracker,
-      instances,
-      commands: new CommandRegistry(),
-      trans,
-      auto: false
-    });
+    const { widgetAdded, running, instances } = followingPanels(made.settings);
     await running.refresh();
     const content = {
       sessionId: 's1',
@@ -440,6 +465,32 @@ describe('RunningToolTerminals', () => {
     expect(running.sessions).toEqual([]);
     await running.refresh();
     expect(running.sessions).toEqual([]);
+    running.dispose();
+    instances.dispose();
+  });
+
+  it("keeps listing an agent's terminal whose view was closed", async () => {
+    const agentSession = {
+      ...sessionModel('s1'),
+      agent: { id: 'a1', name: 'claude' }
+    };
+    const made = makeSettings([
+      { status: 200, body: [agentSession] },
+      { status: 200, body: [agentSession] }
+    ]);
+    const { widgetAdded, running, instances } = followingPanels(made.settings);
+    await running.refresh();
+    const content = {
+      sessionId: 's1',
+      connection: { session: agentSession },
+      sessionChanged: new Signal<unknown, unknown>({}),
+      sessionEnded: new Signal<unknown, unknown>({})
+    };
+    const disposed = new Signal<unknown, unknown>({});
+    widgetAdded.emit({ content, disposed });
+    disposed.emit(undefined);
+    await running.refresh();
+    expect(running.sessions.map(s => s.id)).toEqual(['s1']);
     running.dispose();
     instances.dispose();
   });
