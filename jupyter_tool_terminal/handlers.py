@@ -206,13 +206,29 @@ class ToolTerminalAPIHandler(ToolTerminalMixin, APIHandler):
 
     def body_string(self, key: str) -> str:
         """The string ``key`` of the request's JSON object body; 400 for any other body."""
-        try:
-            body = _strict_json(self.request.body.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError, RecursionError):
-            body = None
+        body = self._json_body()
         if not isinstance(body, dict) or not isinstance(body.get(key), str):
             raise web.HTTPError(400, f'The body must be a JSON object {{"{key}": "<{key}>"}}.')
         return t.cast(str, body[key])
+
+    def body_size(self) -> tuple[int, int] | None:
+        """The terminal size (``rows``, ``cols``: both or neither, integers) of the request's
+        JSON object body, if it has one; 400 for anything else."""
+        body = self._json_body()
+        if not isinstance(body, dict) or ("rows" not in body and "cols" not in body):
+            return None
+        rows, cols = body.get("rows"), body.get("cols")
+        if not all(
+            isinstance(value, int) and not isinstance(value, bool) for value in (rows, cols)
+        ):
+            raise web.HTTPError(400, '"rows" and "cols" must both be given, as integers.')
+        return t.cast(int, rows), t.cast(int, cols)
+
+    def _json_body(self) -> t.Any:
+        try:
+            return _strict_json(self.request.body.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            return None
 
     def _session(self, session_id: str) -> Session:
         """The caller's own session ``session_id`` (else 403, as for one that does not exist)."""
@@ -258,11 +274,14 @@ class SessionsHandler(ToolTerminalAPIHandler):
     async def post(self) -> None:
         """Create a session in one of the caller's instances."""
         instance = self.body_string("instance")
+        size = self.body_size()
         if valid_instance_id(instance):
             self.requested_instance = instance
         username = t.cast(User, self.current_user).username
         try:
-            session = await self.tool_sessions.create_session(self.owner(), instance, username)
+            session = await self.tool_sessions.create_session(
+                self.owner(), instance, username, size=size
+            )
         except SessionError as error:
             self.fail(error)
         self.set_status(201)

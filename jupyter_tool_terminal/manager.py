@@ -304,12 +304,13 @@ class SessionManager:
         instance_id: t.Any,
         username: str,
         agent: dict[str, str] | None = None,
+        size: tuple[int, int] | None = None,
     ) -> Session:
         """Start a session in the caller's instance ``instance_id``.
 
         ``owner`` is the owner label the caller acts as; ``username`` their Jupyter username;
         ``agent`` (``{"id", "name"}``) the agent opening it, if one does: its terminal needs no
-        WebSocket client to stay open.
+        WebSocket client to stay open; ``size`` (rows, cols) the size its shell starts at.
         While the server shuts down, :class:`ShuttingDown` refuses it; a session whose start
         the shutdown overtook is killed and refused the same way.
         """
@@ -317,7 +318,7 @@ class SessionManager:
         self._creating += 1
         self._none_creating.clear()
         try:
-            session = await self._create_session(owner, instance_id, username, agent)
+            session = await self._create_session(owner, instance_id, username, agent, size)
             try:
                 self._refuse_if_stopping()
             except ShuttingDown:
@@ -336,7 +337,12 @@ class SessionManager:
             raise ShuttingDown(HANDING_OVER)
 
     async def _create_session(
-        self, owner: str, instance_id: t.Any, username: str, agent: dict[str, str] | None
+        self,
+        owner: str,
+        instance_id: t.Any,
+        username: str,
+        agent: dict[str, str] | None,
+        size: tuple[int, int] | None,
     ) -> Session:
         started = time.monotonic()
         if not valid_instance_id(instance_id):
@@ -365,6 +371,8 @@ class SessionManager:
             session.agent = agent
             if tool.record:
                 await self._start_recording(session)
+            if size is not None:
+                session.start_at(*size)
             try:
                 await session.start()
             except BaseException as error:

@@ -122,6 +122,9 @@ class Session:
         self.recording: Recording | None = None
         #: What the terminal shows, for clients that attach later (a reload, an observer).
         self.screen = ScreenModel(scrollback_lines=scrollback_lines, lookback=replay_limit)
+        #: The size (rows, cols) a new shell starts at, once one is known: the size the
+        #: session was opened with, then the last one applied (a reset's shell keeps it).
+        self.shell_size: tuple[int, int] | None = None
         self._on_ended = on_ended
         self._on_activity = on_activity
         self._activity_reported = -math.inf
@@ -188,8 +191,16 @@ class Session:
         async with self._lifecycle:
             await self._spawn()
 
+    def start_at(self, rows: int, cols: int) -> None:
+        """Start the shell at this size (before :meth:`start`: the size the panel that opens
+        the session has), rather than at the engine's 24x80 until a client's first resize."""
+        self.shell_size = clamp_size(rows, cols)
+        self.screen.resize(*self.shell_size)
+        if self.recording is not None:
+            self.recording.resize(*self.shell_size)
+
     async def _spawn(self) -> None:
-        self._channel = await self._runtime.start_shell(self.instance, self.tool)
+        self._channel = await self._runtime.start_shell(self.instance, self.tool, self.shell_size)
         self._touch()
         self._decoder.reset()
         self._pump_task = asyncio.create_task(self._pump(self._channel))
@@ -481,7 +492,7 @@ class Session:
             self.screen.resize(*wanted)
             if self.recording is not None:
                 self.recording.resize(*wanted)
-            applied = wanted
+            applied = self.shell_size = wanted
 
     # -- hand-over (see handover.py) ----------------------------------------------------------
 

@@ -159,8 +159,11 @@ class ToolRuntime(LoggingConfigurable):
         """Return the instance named exactly ``instance_id``, or ``None`` if there is none."""
         raise NotImplementedError
 
-    async def start_shell(self, instance: Instance, tool: ToolType) -> ShellChannel:
-        """Start the tool type's shell (after its startup command) in a new terminal."""
+    async def start_shell(
+        self, instance: Instance, tool: ToolType, size: tuple[int, int] | None = None
+    ) -> ShellChannel:
+        """Start the tool type's shell (after its startup command) in a new terminal, of
+        ``size`` (rows, cols) when given."""
         raise NotImplementedError
 
     def handover_state(self) -> dict[str, t.Any]:

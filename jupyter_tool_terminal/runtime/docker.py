@@ -532,7 +532,9 @@ class DockerRuntime(ToolRuntime):
         own = dict(instance.env) if isinstance(instance, DockerInstance) else {}
         return {**own, **tool.env}
 
-    async def start_shell(self, instance: Instance, tool: ToolType) -> ShellChannel:
+    async def start_shell(
+        self, instance: Instance, tool: ToolType, size: tuple[int, int] | None = None
+    ) -> ShellChannel:
         """Start the shell as a ``docker exec`` with a TTY, tagged for its later kill."""
         if not isinstance(instance, DockerInstance):
             msg = f"not a Docker tool instance: {instance.id}"
@@ -542,18 +544,24 @@ class DockerRuntime(ToolRuntime):
             if engine is None:
                 msg = "the tool instance is gone"
                 raise RuntimeUnavailable(msg)
-            return await engine.start_shell(instance, tool)
+            return await engine.start_shell(instance, tool, size)
         if not self.answering:
             raise self.unreachable()
         tag = secrets.token_hex(16)
         target = (instance.container_id, tool.user or "")
         try:
             leased = await self.kills.register(target, tag, mark=tool.cleanup == "instance")
-            exec_id = await self._create_exec(instance, tool, tag, leased)
+            exec_id = await self._create_exec(instance, tool, tag, leased, size)
         except BaseException:
             self.kills.forget(target, tag)
             raise
-        return await self._open(_Exec(instance.container_id, exec_id, tag, target[1]))
+        channel = await self._open(_Exec(instance.container_id, exec_id, tag, target[1]))
+        if size is not None and tool.startup_command is None:
+            # An exec's TTY can only be sized once it runs (the startup wrapper sizes its own
+            # first): the shell's first prompt may still see 80 columns, nothing else does.
+            with contextlib.suppress(Exception):
+                await channel.resize(*size)
+        return channel
 
     def handover_state(self) -> dict[str, t.Any]:
         return self.kills.handover_state()
@@ -573,7 +581,12 @@ class DockerRuntime(ToolRuntime):
         return channel
 
     async def _create_exec(
-        self, instance: DockerInstance, tool: ToolType, tag: str, leased: bool
+        self,
+        instance: DockerInstance,
+        tool: ToolType,
+        tag: str,
+        leased: bool,
+        size: tuple[int, int] | None,
     ) -> str:
         """Create the shell's exec (not started yet); its id. Only a shell of a server whose
         lease runs in the container (``leased``) carries the server's id."""
@@ -587,7 +600,7 @@ class DockerRuntime(ToolRuntime):
             created = await self.call(
                 "exec_create",
                 instance.container_id,
-                shell_command(tool),
+                shell_command(tool, size),
                 stdin=True,
                 tty=True,
                 privileged=False,

@@ -39,14 +39,23 @@ exec "$@"
 """
 
 
-def shell_command(tool: ToolType) -> list[str]:
-    """The command line of a tool type's terminal: its shell, behind its startup command."""
+def shell_command(tool: ToolType, size: tuple[int, int] | None = None) -> list[str]:
+    """The command line of a tool type's terminal: its shell, behind its startup command.
+
+    ``size`` (rows, cols) is the terminal's size when its panel is already known to have
+    one: the wrapper sets it first, so that what the startup command prints is laid out for
+    the panel, not for the 80 columns a terminal has until its first resize.
+    """
     if tool.startup_command is None:
         return list(tool.shell)
+    wrapper = STARTUP_WRAPPER
+    if size is not None:
+        rows, cols = (int(value) for value in size)
+        wrapper = f"stty rows {rows} cols {cols} 2>/dev/null\n{wrapper}"
     return [
         "/bin/sh",
         "-c",
-        STARTUP_WRAPPER,
+        wrapper,
         "jupyter-tool-terminal",
         tool.startup_command,
         *tool.shell,

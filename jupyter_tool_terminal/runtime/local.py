@@ -276,6 +276,9 @@ class _LocalShellChannel(ShellChannel):
         self._process.closed = True
 
 
+#: A terminal's size (rows, cols) until a client asks for another: ptyprocess's default.
+DEFAULT_SIZE = (24, 80)
+
 #: Variables that carry a tool type's prompt past the login shell's profile files, which set
 #: their own (Debian's ``/etc/profile`` sets ``PS1='# '`` for sh and sources
 #: ``/etc/bash.bashrc`` for bash; a user's ``~/.bashrc`` usually sets one too). An interactive
@@ -494,8 +497,11 @@ class LocalRuntime(ToolRuntime):
     async def get_instance(self, instance_id: str) -> LocalInstance | None:
         return self._instances().get(instance_id)
 
-    async def start_shell(self, instance: Instance, tool: ToolType) -> ShellChannel:
-        """Start the shell on a new PTY in the instance's working directory."""
+    async def start_shell(
+        self, instance: Instance, tool: ToolType, size: tuple[int, int] | None = None
+    ) -> ShellChannel:
+        """Start the shell on a new PTY (of ``size``, when given) in the instance's working
+        directory."""
         if not isinstance(instance, LocalInstance):
             msg = f"not a local tool instance: {instance.id}"
             raise TypeError(msg)
@@ -510,7 +516,9 @@ class LocalRuntime(ToolRuntime):
             raise RuntimeUnavailable(msg)
         try:
             # Off the loop: the fork and the wait for the child's exec take milliseconds.
-            process = await asyncio.to_thread(_spawn, [program, *argv[1:]], cwd, environment)
+            process = await asyncio.to_thread(
+                _spawn, [program, *argv[1:]], cwd, environment, size or DEFAULT_SIZE
+            )
         except OSError as error:
             self.log.warning("Local shell for %s did not start: %s", instance.id, error)
             msg = f"local instance {instance.id!r}: the shell could not start"
@@ -525,12 +533,16 @@ class LocalRuntime(ToolRuntime):
         return _LocalShellChannel(self, process, processes)
 
 
-def _spawn(argv: list[str], cwd: str, environment: dict[str, str]) -> PtyProcess:
+def _spawn(
+    argv: list[str], cwd: str, environment: dict[str, str], size: tuple[int, int]
+) -> PtyProcess:
     with warnings.catch_warnings():
         # Python 3.12+ warns about fork() in a threaded process; the child only sets up its
         # terminal and calls exec(), which is what ptyprocess (and terminado) always do.
         warnings.simplefilter("ignore", DeprecationWarning)
-        return PtyProcess.spawn(argv, cwd=cwd, env=environment, preexec_fn=_default_signals)
+        return PtyProcess.spawn(
+            argv, cwd=cwd, env=environment, dimensions=size, preexec_fn=_default_signals
+        )
 
 
 def _default_signals() -> None:

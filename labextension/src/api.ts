@@ -87,17 +87,28 @@ export async function ensureWebSocketLogin(
  *
  * @param instance - The tool instance id.
  * @param serverSettings - The server settings.
+ * @param size - The terminal size the shell starts at, when the panel knows
+ *   it (what a startup command prints is then laid out for the panel).
  * @returns The new session.
  */
 export async function createSession(
   instance: string,
-  serverSettings: ServerConnection.ISettings
+  serverSettings: ServerConnection.ISettings,
+  size?: ITerminalSize | null
 ): Promise<ISessionModel> {
   await ensureWebSocketLogin(serverSettings);
   return requestAPI<ISessionModel>('sessions', serverSettings, {
     method: 'POST',
-    body: JSON.stringify({ instance })
+    body: JSON.stringify(size ? { instance, ...size } : { instance })
   });
+}
+
+/**
+ * A terminal size, in character cells.
+ */
+export interface ITerminalSize {
+  rows: number;
+  cols: number;
 }
 
 /**

@@ -2,8 +2,7 @@
 // Distributed under the terms of the Modified BSD License.
 
 import type { ServerConnection } from '@jupyterlab/services';
-import type { ITerminal } from '@jupyterlab/terminal';
-import { Terminal } from '@jupyterlab/terminal';
+import { ITerminal, Terminal } from '@jupyterlab/terminal';
 import type { ITranslator, TranslationBundle } from '@jupyterlab/translation';
 import { nullTranslator } from '@jupyterlab/translation';
 import type { ISignal } from '@lumino/signaling';
@@ -13,6 +12,7 @@ import type { Message } from '@lumino/messaging';
 import { Panel, Widget } from '@lumino/widgets';
 
 import { createSession, listInstances, listSessions } from './api';
+import type { ITerminalSize } from './api';
 import { ToolTerminalConnection } from './connection';
 import type { ISessionModel } from './tokens';
 import { TRANSLATION_DOMAIN } from './tokens';
@@ -171,7 +171,14 @@ export class ToolTerminalPanel extends Panel {
     let session: ISessionModel | null = null;
     try {
       if (restored === null) {
-        session = await createSession(this.instanceId, this._serverSettings);
+        session = await createSession(
+          this.instanceId,
+          this._serverSettings,
+          Private.estimateSize(this.node, {
+            ...ITerminal.defaultOptions,
+            ...this._terminalOptions
+          })
+        );
       } else {
         // The list answers 200 whether the session is there or not: an
         // ended session costs no 403 in the browser's console.
@@ -615,6 +622,35 @@ export namespace ToolTerminalPanel {
  * Module internals.
  */
 namespace Private {
+  /**
+   * The terminal size a panel's node will hold, in character cells, as far
+   * as it can be told before the terminal widget exists (from the node's size
+   * and the terminal font), or `null` when it cannot (a hidden panel, no
+   * canvas). The terminal resizes to its exact size once attached.
+   */
+  export function estimateSize(
+    node: HTMLElement,
+    options: Pick<ITerminal.IOptions, 'fontFamily' | 'fontSize' | 'lineHeight'>
+  ): ITerminalSize | null {
+    const { clientWidth: width, clientHeight: height } = node;
+    const context = document.createElement('canvas').getContext('2d');
+    if (!width || !height || !context) {
+      return null;
+    }
+    const fontSize = options.fontSize ?? 13;
+    context.font = `${fontSize}px ${options.fontFamily ?? 'monospace'}`;
+    const cellWidth = context.measureText('W').width;
+    // xterm.js's cell is the font's line box: about 1.2 times its size.
+    const cellHeight = fontSize * 1.2 * (options.lineHeight ?? 1);
+    if (!(cellWidth > 0)) {
+      return null;
+    }
+    return {
+      rows: Math.max(1, Math.floor(height / cellHeight)),
+      cols: Math.max(1, Math.floor(width / cellWidth))
+    };
+  }
+
   /**
    * How long to wait before each look at the instance's state after its
    * shell was killed (ms).

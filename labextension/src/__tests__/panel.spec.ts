@@ -48,6 +48,36 @@ describe('ToolTerminalPanel', () => {
     t.panel.dispose();
   });
 
+  it('starts the shell at the size the panel will hold', async () => {
+    const t = makePanel([{ status: 201, body: sessionModel('s1') }]);
+    Object.defineProperty(t.panel.node, 'clientWidth', { value: 800 });
+    Object.defineProperty(t.panel.node, 'clientHeight', { value: 312 });
+    const context = { font: '', measureText: () => ({ width: 8 }) };
+    const canvas = jest
+      .spyOn(HTMLCanvasElement.prototype, 'getContext')
+      .mockReturnValue(context as never);
+    try {
+      await t.panel.start();
+    } finally {
+      canvas.mockReturnValue(null);
+    }
+    // 800 px of 8 px cells; 312 px of 13 px * 1.2 rows.
+    expect(JSON.parse(t.requests[0].body)).toEqual({
+      instance: 'pg-1',
+      rows: 20,
+      cols: 100
+    });
+    expect(context.font).toContain('13px');
+    t.panel.dispose();
+  });
+
+  it('leaves the size to the server when it cannot be told', async () => {
+    const t = makePanel([{ status: 201, body: sessionModel('s1') }]);
+    await t.panel.start();
+    expect(JSON.parse(t.requests[0].body)).toEqual({ instance: 'pg-1' });
+    t.panel.dispose();
+  });
+
   it('takes an empty session id for none (never GET sessions/)', async () => {
     const t = makePanel([{ status: 201, body: sessionModel('s1') }], '');
     await t.panel.start();
