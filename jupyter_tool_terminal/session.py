@@ -15,7 +15,7 @@ import typing as t
 
 from .recording import Recording
 from .runtime import Instance, ShellChannel, ToolRuntime
-from .screen import ScreenModel
+from .screen import ScreenModel, ScreenModels
 from .tooltypes import ToolType
 
 #: Terminal size bounds: anything a client sends is clamped into these.
@@ -89,6 +89,7 @@ class Session:
         replay_limit: int,
         input_limit: int = 1024 * 1024,
         scrollback_lines: int = 500,
+        screens: ScreenModels | None = None,
         on_ended: t.Callable[[Session, str, int | None], None],
         log: logging.Logger,
         on_activity: t.Callable[[str, datetime.datetime], None] | None = None,
@@ -113,7 +114,9 @@ class Session:
         #: The session's recording, if its tool type records (set before it starts).
         self.recording: Recording | None = None
         #: What the terminal shows, for clients that attach later (a reload, an observer).
-        self.screen = ScreenModel(scrollback_lines=scrollback_lines, lookback=replay_limit)
+        self.screen: ScreenModel = (screens or ScreenModels()).new(
+            scrollback_lines=scrollback_lines, lookback=replay_limit
+        )
         self._on_ended = on_ended
         self._on_activity = on_activity
         self._activity_reported = -math.inf
