@@ -33,6 +33,9 @@ class Terminal:
         self._term: t.Any = pyghostty.Terminal(cols=cols, rows=rows, scrollback=lines)
         # (its bound in bytes is otherwise a few pages: some 240 lines of 80 columns)
         self._set(lib.GHOSTTY_TERMINAL_OPT_SCROLLBACK_MAX_BYTES, scrollback_bytes)
+        # No images (kitty graphics): they are not replayed, and would be kept (by default up
+        # to hundreds of MB).
+        self._set(lib.GHOSTTY_TERMINAL_OPT_KITTY_IMAGE_STORAGE_LIMIT, 0)
 
     def _set(self, option: int, value: int) -> None:
         lib.ghostty_terminal_set(self._term._t[0], option, ffi.new("size_t*", value))

@@ -677,6 +677,9 @@ class ScreenModel:
     backend: t.ClassVar[str] = ""
     #: Characters of output fed to the emulator in one unit of work.
     slice_chars: t.ClassVar[int] = SLICE
+    #: What one session gets of the default ``screen_memory_limit`` (MiB): the measured worst
+    #: case of one model where that is small enough to grant every session.
+    session_share_mib: t.ClassVar[float] = 8
 
     def __init__(
         self,

@@ -23,6 +23,7 @@ import logging
 import re
 import time
 import typing as t
+import unicodedata
 
 from .ghostty import Terminal
 from .screen import (
@@ -53,7 +54,91 @@ _CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 #: The longest title written back.
 MAX_TITLE = 1024
 
+#: Marks one cell keeps (combining marks, joiners, variation selectors after a base): more
+#: cost libghostty-vt memory per cell (30 a cell: 66 MiB a model), and no terminal shows them.
+MAX_CELL_MARKS = 4
+#: Hyperlinks (OSC 8) are not fed: a hyperlink of its own on every cell, with its own style,
+#: made libghostty-vt 0.1.3 abort the process ("increaseCapacity OutOfSpace"). A reattached
+#: screen shows the linked text without the link.
+_HYPERLINK = re.compile(r"\x1b\]8;[^\x07\x1b]*(?:\x07|\x1b\\)")
+_HYPERLINK_START = "\x1b]8;"
+#: The planes with combining marks (the rest has none).
+_MARK_PLANES = (range(0x300, 0x30000), range(0xE0000, 0xE1000))
+
 _T = t.TypeVar("_T")
+
+
+@functools.cache
+def _marks() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+    """Runs of more than ``MAX_CELL_MARKS`` marks, marks at the start, marks at the end
+    (computed once, in the worker: 0.3 s)."""
+    ranges: list[tuple[int, int]] = []
+    for plane in _MARK_PLANES:
+        for code in plane:
+            char = chr(code)
+            if unicodedata.combining(char) or unicodedata.category(char) in ("Mn", "Me", "Cf"):
+                if ranges and ranges[-1][1] == code - 1:
+                    ranges[-1] = (ranges[-1][0], code)
+                else:
+                    ranges.append((code, code))
+    marks = "[" + "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in ranges) + "]"
+    return (
+        re.compile(f"({marks}{{{MAX_CELL_MARKS}}}){marks}+"),
+        re.compile(f"^{marks}+"),
+        re.compile(f"{marks}+$"),
+    )
+
+
+class _Sanitiser:
+    """What of the output libghostty-vt is not fed, across pieces: hyperlinks, and marks past
+    ``MAX_CELL_MARKS`` on one cell."""
+
+    def __init__(self) -> None:
+        self._carry = ""
+        self._in_link = False
+        #: Marks at the end of the text last returned (the next text's first ones add to them).
+        self._marks = 0
+
+    def __call__(self, text: str) -> str:
+        if self._in_link:  # the rest of an abandoned (overlong) hyperlink
+            end = re.search("\x07|\x1b\\\\", text)
+            if end is None:
+                return ""
+            text, self._in_link = text[end.end() :], False
+        text = self._carry + text
+        self._carry = ""
+        if "\x1b]" in text or text.endswith(("\x1b", "\x1b]", "\x1b]8")):
+            text = _HYPERLINK.sub("", text)
+            start = text.rfind(_HYPERLINK_START)
+            if start < 0:
+                for prefix in ("\x1b]8", "\x1b]", "\x1b"):
+                    if text.endswith(prefix):
+                        start = len(text) - len(prefix)
+                        break
+            if start >= 0:
+                tail = text[start:]
+                if len(tail) > MAX_TITLE * 4:
+                    self._in_link = True
+                else:
+                    self._carry = tail
+                text = text[:start]
+        if text.isascii():
+            self._marks = 0
+            return text
+        runs, leading, trailing = _marks()
+        text = runs.sub(r"\1", text)
+        first = leading.match(text)
+        if first is not None:
+            keep = max(MAX_CELL_MARKS - self._marks, 0)
+            text = text[: first.start() + keep] + text[first.end() :]
+            if len(text) <= keep:  # (marks only)
+                self._marks += len(text)
+                return text
+        last = trailing.search(text)
+        self._marks = len(last.group()) if last else 0
+        return text
+
+
 _executor: concurrent.futures.ThreadPoolExecutor | None = None
 
 
@@ -94,6 +179,7 @@ class GhosttyScreenModel(ScreenModel):
         self._saved: dict[bool, str] = {}
         self._main_cursor = ""
         self._drop_pending = False
+        self._sanitise = _Sanitiser()
 
     # -- the worker thread ---------------------------------------------------------------------
 
@@ -127,7 +213,7 @@ class GhosttyScreenModel(ScreenModel):
         return self._in_worker(functools.partial(self._feed_now, text), None)
 
     def _feed_now(self, text: str) -> None:
-        data = text.encode("utf-8", "replace")
+        data = self._sanitise(text).encode("utf-8", "replace")
         term = self._term
         if b"\x1b" not in data or not _TRACKED.search(data):
             term.feed(data)

@@ -300,3 +300,42 @@ async def test_lines_scrolling_off_a_colourful_screen_never_hold_the_event_loop_
     assert "after" in model.display()[-1]
     # The scrollback (32 Ki characters), the blank screen's rows, the state.
     assert len(snapshot) < 64 * 1024 + 150 * 8, len(snapshot)
+
+
+def _linked_cells(rows: int, cols: int) -> str:
+    """Lines whose every cell has a hyperlink (OSC 8) and colours of its own."""
+    lines = []
+    for y in range(rows):
+        cells = []
+        for x in range(cols):
+            value = (y * cols + x) * 97
+            red, green, blue = value & 255, (value >> 8) & 255, (value >> 16) & 255
+            cells.append(
+                f"\x1b[38;2;{red};{green};{blue};48;2;{blue};{red};{green}m"
+                f"\x1b]8;;https://example.com/{y}/{x}/{'a' * 100}\x1b\\x"
+            )
+        lines.append("".join(cells) + "\x1b]8;;\x1b\\\x1b[0m\r\n")
+    return "".join(lines)
+
+
+async def test_output_that_aborted_libghostty_vt_is_taken() -> None:
+    """libghostty-vt 0.1.3 aborted the whole process ("panic: increaseCapacity OutOfSpace")
+    on an alternate screen whose every cell had its own hyperlink and colours; and 30
+    combining marks on every cell held 66 MiB. Links are not fed, marks bounded per cell."""
+    pytest.importorskip("pyghostty")
+    payload = (
+        _linked_cells(200, MAX_MODEL_COLS)
+        + "\x1b[?1049h"
+        + _linked_cells(MAX_MODEL_ROWS, MAX_MODEL_COLS)
+        + ("e" + "\u0301" * 30) * 20_000
+    )
+    model = new_model(
+        "pyghostty", MAX_MODEL_ROWS, MAX_MODEL_COLS, scrollback_lines=500, lookback=len(payload)
+    )
+    for start in range(0, len(payload), 64 * 1024):  # as the session feeds it
+        model.feed(payload[start : start + 64 * 1024])
+    model.feed("\r\nafter")
+    snapshot = await _caught_up(model)
+    assert "after" in model.display()[model.cursor[1]]
+    assert "\x1b]8;" not in snapshot
+    assert "\u0301" * 5 not in snapshot
