@@ -649,10 +649,14 @@ class ScreenBudget:
             self._sizes.items(),
             key=lambda item: (now - item[0].last_output < QUIET_TIME, -item[1]),
         )
-        for model, _ in order:
+        for model, size in order:
             if self.total <= self.limit:
                 break
-            if model.drop_scrollback() and not self._warned:
+            dropped = model.drop_scrollback()
+            smaller = model.memory_estimate()
+            self.total += smaller - size
+            self._sizes[model] = smaller
+            if dropped and not self._warned:
                 self._warned = True
                 if self._log is not None:
                     self._log.warning(

@@ -40,10 +40,10 @@ log = logging.getLogger(__name__)
 #: Bytes of output (UTF-8) fed in one unit of work (libghostty-vt: about 0.1 ms, at worst a
 #: few ms when it makes room for new styles; in the worker thread either way).
 SLICE_BYTES = 16 * 1024
-#: Estimated bytes per cell of a screen or of a scrollback row (a cell is 8 bytes in
-#: libghostty-vt's pages, its style and grapheme tables the rest); measured by
-#: tests/test_screen.py's worst case.
-GHOSTTY_CELL_BYTES = 40
+#: Estimated bytes per cell of a screen or of a scrollback row, at worst (a cell is 8 bytes in
+#: libghostty-vt's pages; a style and four marks of its own each, the rest); measured by
+#: tests/test_screen.py's worst case (16 MiB for 411 rows of 400 cells).
+GHOSTTY_CELL_BYTES = 110
 #: Output the tracker must see at once: saving the cursor (DECSC, SCOSC), a reset, and
 #: entering the alternate screen (which saves the main screen's cursor).
 _TRACKED = re.compile(rb"(\x1b7|\x1b\[s|\x1bc|\x1b\[\?1049h)")
@@ -156,6 +156,7 @@ class GhosttyScreenModel(ScreenModel):
 
     backend = "pyghostty"
     slice_chars = SLICE_BYTES // 4
+    session_share_mib = 20  # (its measured worst case, 16 MiB, fits)
 
     def __init__(
         self,
@@ -295,6 +296,8 @@ class GhosttyScreenModel(ScreenModel):
 
     def memory_estimate(self) -> int:
         rows, cols, history = self._extent
+        if not self.scrollback_lines:
+            history = 0  # (dropped, or about to be: the worker is busy with it)
         cells = (2 * rows + history) * cols
         return super().memory_estimate() + cells * GHOSTTY_CELL_BYTES
 

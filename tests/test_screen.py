@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
+import json
+import logging
+import sys
 import time
 import tracemalloc
 
@@ -15,11 +19,15 @@ from jupyter_tool_terminal.screen import (
     MAX_MODEL_COLS,
     MAX_MODEL_ROWS,
     PyteScreenModel,
+    ScreenBudget,
     ScreenModel,
     new_model,
 )
 
 from .conftest import wait_until
+
+with contextlib.suppress(ImportError):  # (no wheel for this platform: its tests are skipped)
+    from jupyter_tool_terminal.screen_ghostty import GhosttyScreenModel
 from .screen_streams import colour_line
 
 
@@ -339,3 +347,110 @@ async def test_output_that_aborted_libghostty_vt_is_taken() -> None:
     assert "after" in model.display()[model.cursor[1]]
     assert "\x1b]8;" not in snapshot
     assert "\u0301" * 5 not in snapshot
+
+
+#: One model at its largest on libghostty-vt, measured in a process of its own (its memory is
+#: native, out of tracemalloc's sight): a 150x400 main screen and alternate screen, every cell
+#: with its own colours, bold and italic, and four combining marks (the most a cell keeps), the
+#: scrollback full of such lines. Prints the resident memory it added and the estimate.
+_GHOSTTY_WORST = """
+import asyncio, gc, json, sys
+from jupyter_tool_terminal.screen import MAX_MODEL_COLS as COLS, MAX_MODEL_ROWS as ROWS, new_model
+
+def rss():
+    with open("/proc/self/status") as status:
+        return next(int(l.split()[1]) * 1024 for l in status if l.startswith("VmRSS"))
+
+def line(y):
+    cells = []
+    for x in range(COLS):
+        v = (y * COLS + x) * 97
+        cells.append(
+            f"\\x1b[1;3;38;2;{v & 255};{(v >> 8) & 255};{(v >> 16) & 255};"
+            f"48;2;{(v * 31) & 255};{(v * 7) & 255};{(v * 13) & 255}me" + "\\u0301" * 4
+        )
+    return "".join(cells) + "\\x1b[0m\\r\\n"
+
+async def main():
+    lines = [line(y) for y in range(200)]
+    gc.collect()
+    before = rss()
+    models = []
+    for _ in range(2):
+        model = new_model("pyghostty", ROWS, COLS, scrollback_lines=500, lookback=64 * 1024)
+        for stage in (range(1200), range(ROWS)):
+            for y in stage:
+                model.feed(lines[y % 200])  # (a line is some 16 Ki characters)
+                while model.queued:
+                    await asyncio.sleep(0.01)
+            model.feed("\\x1b[?1049h")
+        await model.snapshot()
+        models.append(model)
+    gc.collect()
+    print(json.dumps({"rss": (rss() - before) / 2, "estimate": models[0].memory_estimate()}))
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.timeout(600)
+async def test_the_largest_ghostty_model_stays_within_its_documented_worst_case() -> None:
+    pytest.importorskip("pyghostty")
+    done = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _GHOSTTY_WORST, stdout=asyncio.subprocess.PIPE
+    )
+    out, _ = await asyncio.wait_for(done.communicate(), 580)
+    measured = json.loads(out)
+    used, estimate = measured["rss"] / 2**20, measured["estimate"] / 2**20
+    print(f"largest pyghostty model: {used:.1f} MiB resident (estimated {estimate:.1f})")
+    assert used < GhosttyScreenModel.session_share_mib, used
+    assert estimate >= used, (estimate, used)  # the budget counts a model at least as it is
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_many_sessions_at_their_worst_stay_within_the_servers_budget(
+    backend: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Ten models whose scrollback is full of lines that change colour at every cell, under a
+    budget that holds all their screens but only two scrollbacks: the others drop theirs
+    (idle and largest first), once logged, and the total stays within the budget."""
+    if backend == "pyghostty":
+        pytest.importorskip("pyghostty")
+    output = "".join(colour_line(index, 80) for index in range(200)) + "$ "
+
+    async def filled(budget: ScreenBudget | None) -> ScreenModel:
+        model = new_model(
+            backend, 24, 80, scrollback_lines=500, lookback=len(output) + 1, budget=budget
+        )
+        for start in range(0, len(output), 64 * 1024):
+            model.feed(output[start : start + 64 * 1024])
+        await _caught_up(model)
+        return model
+
+    one = await filled(None)
+    full = one.memory_estimate()
+    assert one.drop_scrollback()
+    floor = one.memory_estimate()
+    one.close()
+    limit = 10 * floor + 2 * (full - floor) + 1
+    budget = ScreenBudget(limit, logging.getLogger("test-budget"))
+    tracemalloc.start()
+    try:
+        baseline, _ = tracemalloc.get_traced_memory()
+        with caplog.at_level(logging.WARNING, "test-budget"):
+            models = [await filled(budget) for _ in range(10)]
+        current, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert budget.total <= limit, (budget.total, limit)
+    assert budget.total == sum(model.memory_estimate() for model in models)
+    kept = [model for model in models if model.scrollback_lines]
+    assert 1 <= len(kept) <= 2, len(kept)
+    warnings = [record for record in caplog.records if "screen_memory_limit" in record.message]
+    assert len(warnings) == 1
+    if backend == "pyte":  # (all its memory is Python's)
+        assert current - baseline <= limit, (current - baseline, limit)
+    for model in models:
+        assert model.display()[-1].startswith("$ ")
+        model.close()
+    assert budget.total == 0
