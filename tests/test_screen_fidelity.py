@@ -10,7 +10,18 @@ is the table of what each backend gets right."""
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import os
+import pty
+import select
+import shutil
+import struct
+import subprocess
+import tempfile
+import termios
+import time
 import typing as t
+from pathlib import Path
 
 import pytest
 
@@ -81,10 +92,14 @@ KNOWN_DIFFERENCES: dict[str, dict[str, str]] = {
 
 
 def _same_cell(a: list[t.Any], b: list[t.Any]) -> bool:
-    """A space written and a cell never written look the same."""
+    """A space written and a cell never written (or erased, in any background) look the same."""
     blank_a = a[0] in ("", " ") and a[3] == "default" and a[4][4] == "0"
     blank_b = b[0] in ("", " ") and b[3] == "default" and b[4][4] == "0"
-    return (blank_a and blank_b) or a == b
+    if blank_a and blank_b:
+        return True
+    if a[0] in ("", " ") and b[0] in ("", " ") and a[3:] == b[3:]:
+        return True  # (a blank's foreground does not show)
+    return a == b
 
 
 def differences(direct: dict[str, t.Any], replayed: dict[str, t.Any]) -> list[str]:
@@ -162,4 +177,94 @@ async def test_a_replayed_screen_is_the_terminals_own(backend: str, name: str) -
     if backend not in _compared:  # (one run of the reference terminal for every scenario)
         _compared[backend] = await compare(backend, SCENARIOS)
     found = _compared[backend][name]
+    assert found == [], found[:8]
+
+
+def _run_in_terminal(argv: list[str], keys: list[str], cleanup: list[str] | None = None) -> str:
+    """What ``argv`` writes to a 24x80 terminal until it pauses, then after each of ``keys``
+    (the program is killed at the end, then ``cleanup`` runs)."""
+    rows, cols = 24, 80
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    env = {"TERM": "xterm-256color", "PATH": os.environ["PATH"], "HOME": tempfile.gettempdir()}
+
+    def controlling_terminal() -> None:  # (vttest talks to /dev/tty)
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    process = subprocess.Popen(
+        argv,
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        env=env,
+        preexec_fn=controlling_terminal,  # noqa: PLW1509 - (the test's threads take no locks)
+    )
+    os.close(follower)
+    out = bytearray()
+
+    def read_until_quiet() -> None:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([leader], [], [], 0.5)
+            if not ready:
+                return
+            try:
+                out.extend(os.read(leader, 65536))
+            except OSError:
+                return
+
+    try:
+        read_until_quiet()
+        for key in keys:
+            os.write(leader, key.encode())
+            read_until_quiet()
+    finally:
+        process.kill()
+        process.wait()
+        os.close(leader)
+        if cleanup:
+            subprocess.run(cleanup, check=False, capture_output=True)
+    return out.decode("utf-8", "replace")
+
+
+def _text_file() -> str:
+    path = Path(tempfile.gettempdir()) / "jtt-fidelity.txt"
+    path.write_text("".join(f"{n:04d} some text of a file, and more of it\n" for n in range(200)))
+    return str(path)
+
+
+#: Full-screen programs: (argv, keys sent after the first screen).
+PROGRAMS: dict[str, tuple[list[str], list[str]]] = {
+    "vim": (["vim", "-u", "NONE", "-N", "-c", "syntax on", _text_file()], ["50Gdd", ":set nu\r"]),
+    "less": (["less", _text_file()], [" ", "/0150\r"]),
+    "top": (["top", "-d", "60"], []),
+    "htop": (["htop", "-d", "600"], []),
+    "tmux": (["tmux", "-f", "/dev/null", "-L", f"jtt-fidelity-{os.getpid()}"], ["ls /\r"]),
+    "vttest": (["vttest"], ["1\r"]),
+}
+
+
+#: What each backend gets wrong of the programs' screens.
+KNOWN_PROGRAM_DIFFERENCES: dict[str, dict[str, str]] = {
+    "pyte": {"htop": "pyte loses part of htop's meters (its bars come back blank)"},
+    "pyghostty": {
+        "top": "libghostty-vt's formatter trims a reverse-video blank in the last column, and "
+        "the pending wrap after it"
+    },
+}
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(("backend", "program"), cases(KNOWN_PROGRAM_DIFFERENCES, PROGRAMS))
+async def test_a_full_screen_programs_screen_is_the_terminals_own(
+    backend: str, program: str
+) -> None:
+    argv, keys = PROGRAMS[program]
+    if shutil.which(argv[0]) is None:
+        pytest.skip(f"{argv[0]} is not installed (Debian: apt-get install {argv[0]})")
+    cleanup = [*argv[:4], "kill-server"] if program == "tmux" else None
+    output = await asyncio.to_thread(_run_in_terminal, argv, keys, cleanup)
+    assert len(output) > 200, output
+    found = (await compare(backend, {program: (output, "", [])}))[program]
     assert found == [], found[:8]
