@@ -914,7 +914,7 @@ class ScreenModel:
                 return False
             return True
         finally:
-            if fed:
+            if fed or self._job is None:  # (what it fed, or work it finished, changed its size)
                 self._report_memory()
 
     def _await(self, awaited: asyncio.Future[t.Any]) -> None:
