@@ -50,6 +50,7 @@ from .redaction import Redactor
 from .runtime import RuntimeUnavailable, ToolRuntime
 from .runtime.docker import DockerRuntime
 from .runtime.local import LocalRuntime
+from .screen import BACKENDS, ScreenModels, model_class
 from .setup_status import (
     LOCAL_SECTION,
     QUICK_START_SECTION,
@@ -191,6 +192,27 @@ class ToolTerminalApp(ExtensionApp):
         help="""Lines of scrollback each session's screen model keeps; a connecting client
         receives them (at most 32 Ki characters of them) above the current screen.""",
     ).tag(config=True)
+
+    screen_model = CaselessStrEnum(
+        ["auto", *BACKENDS],
+        default_value="auto",
+        help="""The terminal emulator of the sessions' screen models: "pyghostty" (Ghostty's
+        libghostty-vt: fast, and a reattached screen equal to the browser terminal's; wheels
+        for Linux x86_64 and aarch64 only), "pyte" (pure Python, everywhere), or "auto"
+        (pyghostty where it is installed, else pyte).""",
+    ).tag(config=True)
+
+    screen_memory_limit = Float(
+        help="""MiB all the sessions' screen models may use together (estimated). Past it,
+        the models with no recent output, largest first, drop their scrollback and keep none
+        (a client attaching to them gets only the visible screen), logged once. Default:
+        `max_sessions` times the largest model with a full scrollback of the chosen emulator
+        (pyghostty), or 8 MiB a session (pyte, whose largest model is much larger).""",
+    ).tag(config=True)
+
+    @default("screen_memory_limit")
+    def _default_screen_memory_limit(self) -> float:
+        return self.max_sessions * model_class(self.screen_model).session_share_mib
 
     max_message_size = Integer(
         1024 * 1024,
@@ -482,6 +504,9 @@ class ToolTerminalApp(ExtensionApp):
             max_clients_per_observer=self.max_clients_per_observer,
             input_limit=self.max_input_backlog,
             scrollback_lines=self.scrollback_lines,
+            screens=ScreenModels(
+                self.screen_model, int(self.screen_memory_limit * 2**20), log=self.log
+            ),
             log=self.log,
             recorder=Recorder(
                 self.recording_dir,

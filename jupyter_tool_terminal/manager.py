@@ -16,6 +16,7 @@ from .events import AuditLog
 from .recording import Recorder, RecordingError
 from .runtime import RuntimeUnavailable, ToolRuntime
 from .runtime.base import Instance, ShellChannel, valid_instance_id
+from .screen import ScreenModels
 from .session import Session
 from .tooltypes import ToolType
 
@@ -145,6 +146,7 @@ class SessionManager:
         input_limit: int = 1024 * 1024,
         log: logging.Logger,
         scrollback_lines: int = 500,
+        screens: ScreenModels | None = None,
         audit: AuditLog | None = None,
         recorder: Recorder | None = None,
         on_activity: t.Callable[[str, datetime.datetime], None] | None = None,
@@ -165,6 +167,8 @@ class SessionManager:
         self.max_clients_per_observer = max_clients_per_observer
         self.input_limit = input_limit
         self.scrollback_lines = scrollback_lines
+        #: The sessions' screen models: their emulator and shared memory budget.
+        self.screens = screens or ScreenModels()
         # Open WebSocket connections per user (the owner name they act as).
         self._clients_by_user: collections.Counter[str] = collections.Counter()
         # Open connections per session: the owner's, and each observer's (apart, so that
@@ -417,6 +421,7 @@ class SessionManager:
             replay_limit=self.replay_limit,
             input_limit=self.input_limit,
             scrollback_lines=self.scrollback_lines,
+            screens=self.screens,
             on_ended=self._session_ended,
             on_activity=self.on_activity,
             log=self.log,

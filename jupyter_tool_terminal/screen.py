@@ -28,6 +28,7 @@ import asyncio
 import collections
 import copy
 import functools
+import logging
 import re
 import time
 import typing as t
@@ -66,6 +67,12 @@ MAX_SEQUENCE = 4096
 SCROLLBACK_CHARS = 32 * 1024
 #: (The former name of ``SCROLLBACK_CHARS``.)
 SNAPSHOT_SCROLLBACK_CHARS = SCROLLBACK_CHARS
+
+#: Estimated bytes of one pyte cell on a screen (its slot in a line, and a cell of its own:
+#: a screen whose every cell has other colours shares none), and of one character of rendered
+#: scrollback; measured by tests/test_screen.py's worst case.
+PYTE_CELL_BYTES = 360
+PYTE_SCROLLBACK_CHAR_BYTES = 4
 
 _ALT_SCREEN_MODES = {47, 1047, 1049}
 #: Private modes whose pyte implementation rewrites every cell (reverse video) or resizes the
@@ -112,8 +119,9 @@ _CACHE_SIZE = 4096
 _sgr_cache: dict[tuple[t.Any, ...], str] = {}
 
 Line = pyte.screens.StaticDefaultDict[int, pyte.screens.Char]
-#: Work done in units: a generator yields between units and returns its result at the end.
-Job = t.Generator[None, None, t.Any]
+#: Work done in units: a generator yields between units (``None``, or a future when the unit
+#: runs elsewhere: the model waits for it) and returns its result at the end.
+Job = t.Generator["asyncio.Future[t.Any] | None", None, t.Any]
 
 
 def _colour(value: str, codes: dict[str, int], extended: int) -> str:
@@ -193,7 +201,7 @@ def render_cells(
             size += len(data)
         if limit is not None and size > limit:
             return None
-        yield
+        yield None
     if current != _DEFAULT_ATTRS:
         out.append("\x1b[0m")
     return "".join(out)
@@ -221,7 +229,7 @@ def parse_line(text: str, columns: int) -> Job:
     stream = pyte.Stream(scratch)
     for start in range(0, len(text), SLICE):
         stream.feed(text[start : start + SLICE])
-        yield
+        yield None
     return scratch.buffer[0]
 
 
@@ -454,7 +462,7 @@ class _ModelScreen(pyte.Screen):
                 for line in buffer.values():
                     for x in [x for x in line if x >= columns]:
                         del line[x]
-                    yield
+                    yield None
         self.lines, self.columns = lines, columns
         self.dirty.update(range(lines))
         self.set_margins()
@@ -607,36 +615,99 @@ class _ModelStream(pyte.Stream):
     }
 
 
+class ScreenBudget:
+    """A bound on the memory of all the screen models of a server (``screen_memory_limit``).
+
+    Each model reports its estimated size as it changes (:meth:`update`, cheap: a running
+    total). Past the limit, models give up their scrollback, the largest of those with no
+    recent output first, until the total is under the limit again; such a model keeps no
+    scrollback from then on (a client attaching to it gets only the visible screen). What is
+    left is the models' visible screens and queues, bounded per model (``MAX_MODEL_ROWS`` x
+    ``MAX_MODEL_COLS``, ``lookback``).
+    """
+
+    def __init__(self, limit: int, log: logging.Logger | None = None) -> None:
+        #: The limit, in bytes of estimated model memory.
+        self.limit = limit
+        self.total = 0
+        self._sizes: weakref.WeakKeyDictionary[ScreenModel, int] = weakref.WeakKeyDictionary()
+        self._log = log
+        self._warned = False
+
+    def update(self, model: ScreenModel, size: int) -> None:
+        """``model`` is now estimated at ``size`` bytes (0: it is gone)."""
+        self.total += size - self._sizes.pop(model, 0)
+        if size:
+            self._sizes[model] = size
+        if self.total > self.limit:
+            self._trim()
+
+    def _trim(self) -> None:
+        now = time.monotonic()
+        # Idle models first (no output for a while), then the largest.
+        order = sorted(
+            self._sizes.items(),
+            key=lambda item: (now - item[0].last_output < QUIET_TIME, -item[1]),
+        )
+        for model, size in order:
+            if self.total <= self.limit:
+                break
+            dropped = model.drop_scrollback()
+            smaller = model.memory_estimate()
+            self.total += smaller - size
+            self._sizes[model] = smaller
+            if dropped and not self._warned:
+                self._warned = True
+                if self._log is not None:
+                    self._log.warning(
+                        "Screen models use more than screen_memory_limit (%.0f MiB): sessions "
+                        "drop their scrollback (a reattaching client sees only the screen)",
+                        self.limit / 2**20,
+                    )
+
+
 class ScreenModel:
     """What one terminal shows: fed its output cheaply, rendered for a client that attaches.
 
     ``feed`` and ``resize`` only queue; the scheduler works the queue off the hot path (see
     the module docstring). The queue holds at most ``lookback`` characters: older output that
     was never fed is dropped, except the modes it switched (alternate screen, cursor
-    visibility...).
+    visibility...). The emulator behind it is a subclass's (:class:`PyteScreenModel`,
+    :class:`~jupyter_tool_terminal.screen_ghostty.GhosttyScreenModel`; :func:`new_model`
+    chooses).
     """
 
+    #: The emulator's name (the ``screen_model`` setting).
+    backend: t.ClassVar[str] = ""
+    #: Characters of output fed to the emulator in one unit of work.
+    slice_chars: t.ClassVar[int] = SLICE
+    #: What one session gets of the default ``screen_memory_limit`` (MiB): the measured worst
+    #: case of one model where that is small enough to grant every session.
+    session_share_mib: t.ClassVar[float] = 8
+
     def __init__(
-        self, rows: int = 24, cols: int = 80, *, scrollback_lines: int, lookback: int
+        self,
+        rows: int = 24,
+        cols: int = 80,
+        *,
+        scrollback_lines: int,
+        lookback: int,
+        budget: ScreenBudget | None = None,
     ) -> None:
-        self._screen = _ModelScreen(
-            min(cols, MAX_MODEL_COLS), min(rows, MAX_MODEL_ROWS), scrollback_lines
-        )
-        self._stream = _ModelStream(self._screen)
-        # pyte honours the character set designations (DEC line drawing: ``ESC ( 0``) only
-        # outside its UTF-8 mode; the text it is fed is decoded already, so that mode only
-        # decides this.
-        self._stream.use_utf8 = False
         #: The terminal's size as last told (the model's own is at most the largest model).
         self.size = (rows, cols)
+        self.scrollback_lines = max(scrollback_lines, 0)
         self._lookback = max(lookback, 1)
         self._queue: collections.deque[str | tuple[int, int]] = collections.deque()
         self._queued = 0
-        self._in_sequence = 0
         self._last_feed = 0.0
+        #: When output last arrived (``time.monotonic()``), for the memory budget.
+        self.last_output = time.monotonic()
         self._timer: asyncio.TimerHandle | None = None
         #: The unit-by-unit work in progress (a resize, settling the scrollback, a render).
         self._job: Job | None = None
+        #: Work the job waits for (done elsewhere: a thread), if any.
+        self._awaited: asyncio.Future[t.Any] | None = None
         #: Snapshots waiting for a render; the render they get, and how many still take it
         #: (the model is held still until they all did, so that the raw rest is exact).
         self._waiting: list[asyncio.Future[str]] = []
@@ -646,7 +717,68 @@ class ScreenModel:
         #: CPU budget (seconds) and when it was last topped up.
         self._credit = MODEL_CPU_BURST
         self._credited = time.monotonic()
+        self._budget = budget
         self.closed = False
+
+    # -- what a backend provides ------------------------------------------------------------
+
+    def _feed_text(self, text: str) -> Job | None:
+        """Feed ``text`` to the emulator (at most ``slice_chars``): at once, or as a job."""
+        raise NotImplementedError
+
+    def _resize_job(self, rows: int, cols: int) -> Job:
+        """Resize the emulator, in units."""
+        raise NotImplementedError
+
+    def _render(self) -> Job:
+        """The ANSI text that rebuilds the emulator's state in a blank terminal, in units."""
+        raise NotImplementedError
+
+    def _settle(self) -> Job | None:
+        """Background work to do before more output is fed, if any."""
+        return None
+
+    def _tidy(self, deadline: float) -> bool:
+        """Work to do once the queue is empty (until ``deadline``); whether there was some."""
+        del deadline
+        return False
+
+    def _close_emulator(self) -> None:
+        """Free what the emulator holds."""
+
+    def memory_estimate(self) -> int:
+        """Bytes this model holds, estimated (for the server's :class:`ScreenBudget`)."""
+        return self._queued * 4
+
+    def drop_scrollback(self) -> bool:
+        """Forget the scrollback and keep none from now on; whether there was any to drop."""
+        had = self.scrollback_lines > 0
+        self.scrollback_lines = 0
+        return had
+
+    @property
+    def alternate(self) -> bool:
+        """Whether the alternate screen (full-screen programs) is shown."""
+        raise NotImplementedError
+
+    @property
+    def dimensions(self) -> tuple[int, int]:
+        """The model's own screen size, (rows, columns) (at most the largest model)."""
+        raise NotImplementedError
+
+    def display(self) -> list[str]:
+        """The screen's rows as text (after :meth:`snapshot` it reflects all output so far)."""
+        raise NotImplementedError
+
+    @property
+    def cursor(self) -> tuple[int, int]:
+        """The cursor, (column, row) from 0; the column is the screen's width while a wrap is
+        pending (a character was written in the last column)."""
+        raise NotImplementedError
+
+    def _report_memory(self) -> None:
+        if self._budget is not None:
+            self._budget.update(self, 0 if self.closed else self.memory_estimate())
 
     # -- input ----------------------------------------------------------------------------
 
@@ -656,7 +788,7 @@ class ScreenModel:
         self._queued += len(text)
         if self._queued > self._lookback and not self._held:
             self._drop_oldest()
-        self._last_feed = time.monotonic()
+        self._last_feed = self.last_output = time.monotonic()
         if self._timer is None and not self.closed:
             self._timer = asyncio.get_running_loop().call_later(QUIET_TIME, self._quiet_check)
 
@@ -680,6 +812,11 @@ class ScreenModel:
             if not waiter.done():
                 waiter.set_result("")
         self._waiting.clear()
+        self._report_memory()
+        if self._awaited is None or self._awaited.done():
+            self._close_emulator()
+        else:  # (a thread still works on it: freed when it is done)
+            self._awaited.add_done_callback(lambda _: self._close_emulator())
 
     def _drop_oldest(self) -> None:
         """Drop queued output beyond ``lookback``; keep the modes it switched."""
@@ -740,35 +877,56 @@ class ScreenModel:
         """Work until ``deadline`` (``time.perf_counter()``); whether work is left right now."""
         if self.closed or self._held:
             return False
-        screen = self._screen
-        while time.perf_counter() < deadline:
-            if self._job is not None:
-                try:
-                    next(self._job)
-                except StopIteration as done:
-                    self._job = None
-                    if self._rendering:
-                        self._rendered(done.value)
+        fed = False
+        try:
+            while time.perf_counter() < deadline:
+                if self._job is not None:
+                    try:
+                        awaited = next(self._job)
+                    except StopIteration as done:
+                        self._job = None
+                        if self._rendering:
+                            self._rendered(done.value)
+                            return False
+                        continue
+                    if awaited is not None:
+                        # Work done elsewhere (a thread): stepped again once it is done.
+                        self._await(awaited)
                         return False
-                continue
-            if screen.scrollback.raw:
-                self._job = screen.scrollback.settle()
-                continue
-            catching_up = time.monotonic() < self._catch_up_until
-            if self._queue and (catching_up or not self._waiting):
-                if not self._waiting and time.monotonic() - self._last_feed < QUIET_TIME:
-                    return False  # output resumed: wait for the next pause (feed set a timer)
-                self._feed_one()
-                continue
-            if self._waiting:
-                self._rendering = True
-                self._job = self._render()
-                continue
-            if screen.dirty:
-                screen.share_cells(deadline)
-                continue
-            return False
-        return True
+                    continue
+                job = self._settle()
+                if job is not None:
+                    self._job = job
+                    continue
+                catching_up = time.monotonic() < self._catch_up_until
+                if self._queue and (catching_up or not self._waiting):
+                    if not self._waiting and time.monotonic() - self._last_feed < QUIET_TIME:
+                        return False  # output resumed: wait for the next pause (feed set a timer)
+                    self._feed_one()
+                    fed = True
+                    continue
+                if self._waiting:
+                    self._rendering = True
+                    self._job = self._render()
+                    continue
+                if self._tidy(deadline):
+                    continue
+                return False
+            return True
+        finally:
+            if fed or self._job is None:  # (what it fed, or work it finished, changed its size)
+                self._report_memory()
+
+    def _await(self, awaited: asyncio.Future[t.Any]) -> None:
+        if awaited is self._awaited:
+            return
+        self._awaited = awaited
+
+        def resume(_: object) -> None:
+            if not self.closed:
+                _scheduler().want(self, urgent=bool(self._waiting))
+
+        awaited.add_done_callback(resume)
 
     def _feed_one(self) -> None:
         """Feed the next slice of queued output (or apply the next resize)."""
@@ -776,35 +934,16 @@ class ScreenModel:
         item = queue[0]
         if isinstance(item, tuple):
             queue.popleft()
-            self._job = self._screen.resize_job(*item)
+            self._job = self._resize_job(*item)
             return
-        piece = item[:SLICE]
-        if len(item) > SLICE:
-            queue[0] = item[SLICE:]
+        size = self.slice_chars
+        piece = item[:size]
+        if len(item) > size:
+            queue[0] = item[size:]
         else:
             queue.popleft()
         self._queued -= len(piece)
-        self._feed_pyte(piece)
-
-    def _feed_pyte(self, text: str) -> None:
-        stream = self._stream
-        try:
-            stream.feed(text.translate(_INVISIBLE))
-        except Exception:  # noqa: BLE001 - a sequence pyte cannot take must not end the model
-            # (pyte resets its parser itself; the sequence is lost, as in a real terminal)
-            self._in_sequence = 0
-            return
-        if stream._taking_plain_text:
-            self._in_sequence = 0
-        else:
-            # Inside an escape sequence: an endless one (a title without its end, a million
-            # parameters) would grow pyte's parser state without bound.
-            start = text.rfind("\x1b")
-            self._in_sequence = len(text) - start if start >= 0 else self._in_sequence + len(text)
-            if self._in_sequence > MAX_SEQUENCE:
-                stream._initialize_parser()
-                self._in_sequence = 0
-        self._screen.bound_combining()
+        self._job = self._feed_text(piece)
 
     # -- output ---------------------------------------------------------------------------
 
@@ -853,6 +992,106 @@ class ScreenModel:
             if self._queued > self._lookback:
                 self._drop_oldest()
             _scheduler().want(self)
+
+    # -- inspection (tests, memory reports) ---------------------------------------------------
+
+    @property
+    def queued(self) -> int:
+        """Characters of output queued and not yet fed to the model."""
+        return self._queued
+
+
+class PyteScreenModel(ScreenModel):
+    """The screen model on `pyte <https://github.com/selectel/pyte>`_ (pure Python, every
+    platform): the fallback where pyghostty has no wheel."""
+
+    backend = "pyte"
+
+    def __init__(
+        self,
+        rows: int = 24,
+        cols: int = 80,
+        *,
+        scrollback_lines: int,
+        lookback: int,
+        budget: ScreenBudget | None = None,
+    ) -> None:
+        super().__init__(
+            rows, cols, scrollback_lines=scrollback_lines, lookback=lookback, budget=budget
+        )
+        self._screen = _ModelScreen(
+            min(cols, MAX_MODEL_COLS), min(rows, MAX_MODEL_ROWS), scrollback_lines
+        )
+        self._stream = _ModelStream(self._screen)
+        # pyte honours the character set designations (DEC line drawing: ``ESC ( 0``) only
+        # outside its UTF-8 mode; the text it is fed is decoded already, so that mode only
+        # decides this.
+        self._stream.use_utf8 = False
+        self._in_sequence = 0
+
+    def _feed_text(self, text: str) -> None:
+        stream = self._stream
+        try:
+            stream.feed(text.translate(_INVISIBLE))
+        except Exception:  # noqa: BLE001 - a sequence pyte cannot take must not end the model
+            # (pyte resets its parser itself; the sequence is lost, as in a real terminal)
+            self._in_sequence = 0
+            return
+        if stream._taking_plain_text:
+            self._in_sequence = 0
+        else:
+            # Inside an escape sequence: an endless one (a title without its end, a million
+            # parameters) would grow pyte's parser state without bound.
+            start = text.rfind("\x1b")
+            self._in_sequence = len(text) - start if start >= 0 else self._in_sequence + len(text)
+            if self._in_sequence > MAX_SEQUENCE:
+                stream._initialize_parser()
+                self._in_sequence = 0
+        self._screen.bound_combining()
+
+    def _resize_job(self, rows: int, cols: int) -> Job:
+        return self._screen.resize_job(rows, cols)
+
+    def _settle(self) -> Job | None:
+        # Lines that scrolled off are rendered before more output can push others.
+        return self._screen.scrollback.settle() if self._screen.scrollback.raw else None
+
+    def _tidy(self, deadline: float) -> bool:
+        if not self._screen.dirty:
+            return False
+        self._screen.share_cells(deadline)
+        return True
+
+    def memory_estimate(self) -> int:
+        screen = self._screen
+        buffers = [screen.buffer] + ([screen.saved_main[0]] if screen.saved_main else [])
+        cells = sum(len(line) for buffer in buffers for line in buffer.values())
+        cells += sum(len(line) for line, _ in screen.scrollback.raw)
+        scrollback = screen.scrollback.chars * PYTE_SCROLLBACK_CHAR_BYTES
+        return super().memory_estimate() + cells * PYTE_CELL_BYTES + scrollback
+
+    def drop_scrollback(self) -> bool:
+        scrollback = self._screen.scrollback
+        had = bool(scrollback.lines or scrollback.raw)
+        scrollback.clear()
+        scrollback.max_lines = 0
+        super().drop_scrollback()
+        return had
+
+    @property
+    def alternate(self) -> bool:
+        return self._screen.alternate
+
+    @property
+    def dimensions(self) -> tuple[int, int]:
+        return self._screen.lines, self._screen.columns
+
+    def display(self) -> list[str]:
+        return list(self._screen.display)
+
+    @property
+    def cursor(self) -> tuple[int, int]:
+        return self._screen.cursor.x, self._screen.cursor.y
 
     def _render(self) -> Job:
         screen = self._screen
@@ -934,14 +1173,67 @@ class ScreenModel:
             out.append("\x1b[?25l")
         return "".join(out)
 
-    # -- inspection (tests, memory reports) ---------------------------------------------------
-
     @property
     def screen(self) -> pyte.Screen:
         """The pyte screen (after :meth:`snapshot` it reflects all output fed so far)."""
         return self._screen
 
-    @property
-    def queued(self) -> int:
-        """Characters of output queued and not yet fed to the model."""
-        return self._queued
+
+#: The emulators a screen model can use (the ``screen_model`` setting), best first.
+BACKENDS = ("pyghostty", "pyte")
+
+
+def model_class(backend: str = "auto") -> type[ScreenModel]:
+    """The screen model class of ``backend`` (one of ``BACKENDS``); ``"auto"``: pyghostty
+    where it imports (its wheels are for Linux x86_64 and aarch64), else pyte."""
+    if backend not in (*BACKENDS, "auto"):
+        msg = f"unknown screen model {backend!r} (one of auto, {', '.join(BACKENDS)})"
+        raise ValueError(msg)
+    if backend != "pyte":
+        try:
+            # (imported when asked for: pyghostty is optional, and that module uses this one)
+            from .screen_ghostty import GhosttyScreenModel  # noqa: PLC0415
+        except ImportError:
+            if backend == "pyghostty":
+                raise
+        else:
+            return GhosttyScreenModel
+    return PyteScreenModel
+
+
+def new_model(
+    backend: str = "auto",
+    rows: int = 24,
+    cols: int = 80,
+    *,
+    scrollback_lines: int,
+    lookback: int,
+    budget: ScreenBudget | None = None,
+) -> ScreenModel:
+    """A screen model on ``backend`` (see :func:`model_class`)."""
+    return model_class(backend)(
+        rows, cols, scrollback_lines=scrollback_lines, lookback=lookback, budget=budget
+    )
+
+
+class ScreenModels:
+    """How the sessions of a server get their screen models: the emulator (``backend``, see
+    :func:`new_model`) and the memory budget they share (``memory_limit`` bytes; ``None``:
+    unbounded but per model)."""
+
+    def __init__(
+        self,
+        backend: str = "auto",
+        memory_limit: int | None = None,
+        log: logging.Logger | None = None,
+    ) -> None:
+        #: The model class (an unknown or missing backend fails here, at start-up).
+        self.model_class = model_class(backend)
+        self.backend = self.model_class.backend
+        self.budget = ScreenBudget(memory_limit, log) if memory_limit is not None else None
+
+    def new(self, *, scrollback_lines: int, lookback: int) -> ScreenModel:
+        """A model for a new session's terminal."""
+        return self.model_class(
+            scrollback_lines=scrollback_lines, lookback=lookback, budget=self.budget
+        )

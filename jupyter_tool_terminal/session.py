@@ -16,7 +16,7 @@ import typing as t
 from .recording import Recording
 from .runtime import Instance, ShellChannel, ToolRuntime
 from .runtime.base import EngineUnreachable
-from .screen import ScreenModel
+from .screen import ScreenModel, ScreenModels
 from .tooltypes import ToolType
 
 #: Terminal size bounds: anything a client sends is clamped into these.
@@ -95,6 +95,7 @@ class Session:
         replay_limit: int,
         input_limit: int = 1024 * 1024,
         scrollback_lines: int = 500,
+        screens: ScreenModels | None = None,
         on_ended: t.Callable[[Session, str, int | None], None],
         log: logging.Logger,
         on_activity: t.Callable[[str, datetime.datetime], None] | None = None,
@@ -121,7 +122,9 @@ class Session:
         #: The session's recording, if its tool type records (set before it starts).
         self.recording: Recording | None = None
         #: What the terminal shows, for clients that attach later (a reload, an observer).
-        self.screen = ScreenModel(scrollback_lines=scrollback_lines, lookback=replay_limit)
+        self.screen: ScreenModel = (screens or ScreenModels()).new(
+            scrollback_lines=scrollback_lines, lookback=replay_limit
+        )
         #: The size (rows, cols) a new shell starts at, once one is known: the size the
         #: session was opened with, then the last one applied (a reset's shell keeps it).
         self.shell_size: tuple[int, int] | None = None

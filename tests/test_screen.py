@@ -3,16 +3,31 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
+import json
+import logging
+import sys
 import time
 import tracemalloc
 
 import pyte
 import pytest
 
-from jupyter_tool_terminal.screen import MAX_MODEL_COLS, MAX_MODEL_ROWS, ScreenModel
+from jupyter_tool_terminal.screen import (
+    BACKENDS,
+    MAX_MODEL_COLS,
+    MAX_MODEL_ROWS,
+    PyteScreenModel,
+    ScreenBudget,
+    ScreenModel,
+    new_model,
+)
 
 from .conftest import wait_until
+
+with contextlib.suppress(ImportError):  # (no wheel for this platform: its tests are skipped)
+    from jupyter_tool_terminal.screen_ghostty import GhosttyScreenModel
 from .screen_streams import colour_line
 
 
@@ -43,11 +58,15 @@ class LoopWatch:
         gc.enable()
 
 
-def _model(rows: int = 24, cols: int = 80) -> ScreenModel:
-    return ScreenModel(rows, cols, scrollback_lines=500, lookback=64 * 1024)
+def _model(rows: int = 24, cols: int = 80) -> PyteScreenModel:
+    return PyteScreenModel(rows, cols, scrollback_lines=500, lookback=64 * 1024)
 
 
-def _rebuilt(model: ScreenModel, snapshot: str) -> pyte.Screen:
+def _backend_model(backend: str, rows: int = 24, cols: int = 80) -> ScreenModel:
+    return new_model(backend, rows, cols, scrollback_lines=500, lookback=64 * 1024)
+
+
+def _rebuilt(model: PyteScreenModel, snapshot: str) -> pyte.Screen:
     fresh = pyte.Screen(model.screen.columns, model.screen.lines)
     pyte.Stream(fresh).feed(snapshot)
     return fresh
@@ -87,16 +106,16 @@ async def test_the_alternate_screen_switches_and_restores(mode: int) -> None:
     assert _rebuilt(model, snapshot).display == model.screen.display
 
 
-async def test_a_flood_keeps_only_its_end_and_the_modes_it_switched() -> None:
-    model = _model()
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_flood_keeps_only_its_end_and_the_modes_it_switched(backend: str) -> None:
+    model = _backend_model(backend)
     model.feed("\x1b[?1049h\x1b[?25l")
     for index in range(200):
         model.feed("".join(f"flood {index} {line}\r\n" for line in range(2000)))
     assert model.queued <= 64 * 1024 + 64
     snapshot = await model.snapshot()
-    assert model.screen.display[-2].startswith("flood 199 1999")
-    assert model.screen.alternate  # type: ignore[attr-defined]
-    assert model.screen.cursor.hidden or pyte.modes.DECTCEM not in model.screen.mode
+    assert model.display()[-2].startswith("flood 199 1999")
+    assert model.alternate
     assert "\x1b[?25l" in snapshot
 
 
@@ -128,19 +147,21 @@ async def _feed_and_attach(model: ScreenModel, payload: str) -> str:
     return await model.snapshot()
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("payload", HOSTILE.values(), ids=HOSTILE.keys())
-async def test_hostile_output_never_holds_the_event_loop_10_ms(payload: str) -> None:
-    model = _model()
+async def test_hostile_output_never_holds_the_event_loop_10_ms(backend: str, payload: str) -> None:
+    model = _backend_model(backend)
     with LoopWatch() as watch:
         await _feed_and_attach(model, payload)
-    assert (model.screen.lines, model.screen.columns) == (MAX_MODEL_ROWS, MAX_MODEL_COLS)
+    assert model.dimensions == (MAX_MODEL_ROWS, MAX_MODEL_COLS)
     assert watch.longest < 0.010, f"a step held the event loop {watch.longest * 1000:.1f} ms"
-    assert "after" in model.screen.display[model.screen.cursor.y]
+    assert "after" in model.display()[model.cursor[1]]
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("payload", HOSTILE.values(), ids=HOSTILE.keys())
-async def test_hostile_output_never_grows_memory_without_bound(payload: str) -> None:
-    model = _model()
+async def test_hostile_output_never_grows_memory_without_bound(backend: str, payload: str) -> None:
+    model = _backend_model(backend)
     tracemalloc.start()
     try:
         baseline, _ = tracemalloc.get_traced_memory()
@@ -201,16 +222,17 @@ async def test_feeding_is_cheap_on_the_hot_path() -> None:
     assert (time.perf_counter() - started) / 10_000 < 0.00005
 
 
-async def test_queued_output_is_worked_off_once_output_pauses() -> None:
-    model = _model()
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_queued_output_is_worked_off_once_output_pauses(backend: str) -> None:
+    model = _backend_model(backend)
     model.feed("hello")
     assert model.queued == 5
 
     async def worked_off() -> bool:
-        return model.queued == 0
+        return model.queued == 0 and model._job is None
 
     await wait_until(worked_off)
-    assert model.screen.display[0].startswith("hello")
+    assert model.display()[0].startswith("hello")
     model.close()
 
 
@@ -269,10 +291,13 @@ async def _caught_up(model: ScreenModel) -> str:
     return snapshot
 
 
-async def test_lines_scrolling_off_a_colourful_screen_never_hold_the_event_loop_10_ms() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_lines_scrolling_off_a_colourful_screen_never_hold_the_event_loop_10_ms(
+    backend: str,
+) -> None:
     """Each line that scrolls off the top goes into the scrollback: rendered at once, a
     slice of 128 newlines rendered 128 such lines in one step (72-232 ms measured)."""
-    model = _model(MAX_MODEL_ROWS, MAX_MODEL_COLS)
+    model = _backend_model(backend, MAX_MODEL_ROWS, MAX_MODEL_COLS)
     for index in range(40):
         model.feed(colour_line(index, MAX_MODEL_COLS))
     await _caught_up(model)
@@ -280,6 +305,154 @@ async def test_lines_scrolling_off_a_colourful_screen_never_hold_the_event_loop_
         model.feed("\n" * 5_000 + "after")
         snapshot = await _caught_up(model)
     assert watch.longest < 0.010, f"a step held the event loop {watch.longest * 1000:.1f} ms"
-    assert "after" in model.screen.display[-1]
-    assert model.screen.scrollback.chars <= 32 * 1024  # type: ignore[attr-defined]
-    assert len(snapshot) < 64 * 1024 + 150 * 8
+    assert "after" in model.display()[-1]
+    # The scrollback (32 Ki characters), the blank screen's rows, the state.
+    assert len(snapshot) < 64 * 1024 + 150 * 8, len(snapshot)
+
+
+def _linked_cells(rows: int, cols: int) -> str:
+    """Lines whose every cell has a hyperlink (OSC 8) and colours of its own."""
+    lines = []
+    for y in range(rows):
+        cells = []
+        for x in range(cols):
+            value = (y * cols + x) * 97
+            red, green, blue = value & 255, (value >> 8) & 255, (value >> 16) & 255
+            cells.append(
+                f"\x1b[38;2;{red};{green};{blue};48;2;{blue};{red};{green}m"
+                f"\x1b]8;;https://example.com/{y}/{x}/{'a' * 100}\x1b\\x"
+            )
+        lines.append("".join(cells) + "\x1b]8;;\x1b\\\x1b[0m\r\n")
+    return "".join(lines)
+
+
+async def test_output_that_aborted_libghostty_vt_is_taken() -> None:
+    """libghostty-vt 0.1.3 aborted the whole process ("panic: increaseCapacity OutOfSpace")
+    on an alternate screen whose every cell had its own hyperlink and colours; and 30
+    combining marks on every cell held 66 MiB. Links are not fed, marks bounded per cell."""
+    pytest.importorskip("pyghostty")
+    payload = (
+        _linked_cells(200, MAX_MODEL_COLS)
+        + "\x1b[?1049h"
+        + _linked_cells(MAX_MODEL_ROWS, MAX_MODEL_COLS)
+        + ("e" + "\u0301" * 30) * 20_000
+    )
+    model = new_model(
+        "pyghostty", MAX_MODEL_ROWS, MAX_MODEL_COLS, scrollback_lines=500, lookback=len(payload)
+    )
+    for start in range(0, len(payload), 64 * 1024):  # as the session feeds it
+        model.feed(payload[start : start + 64 * 1024])
+    model.feed("\r\nafter")
+    snapshot = await _caught_up(model)
+    assert "after" in model.display()[model.cursor[1]]
+    assert "\x1b]8;" not in snapshot
+    assert "\u0301" * 5 not in snapshot
+
+
+#: One model at its largest on libghostty-vt, measured in a process of its own (its memory is
+#: native, out of tracemalloc's sight): a 150x400 main screen and alternate screen, every cell
+#: with its own colours, bold and italic, and four combining marks (the most a cell keeps), the
+#: scrollback full of such lines. Prints the resident memory it added and the estimate.
+_GHOSTTY_WORST = """
+import asyncio, gc, json, sys
+from jupyter_tool_terminal.screen import MAX_MODEL_COLS as COLS, MAX_MODEL_ROWS as ROWS, new_model
+
+def rss():
+    with open("/proc/self/status") as status:
+        return next(int(l.split()[1]) * 1024 for l in status if l.startswith("VmRSS"))
+
+def line(y):
+    cells = []
+    for x in range(COLS):
+        v = (y * COLS + x) * 97
+        cells.append(
+            f"\\x1b[1;3;38;2;{v & 255};{(v >> 8) & 255};{(v >> 16) & 255};"
+            f"48;2;{(v * 31) & 255};{(v * 7) & 255};{(v * 13) & 255}me" + "\\u0301" * 4
+        )
+    return "".join(cells) + "\\x1b[0m\\r\\n"
+
+async def main():
+    lines = [line(y) for y in range(200)]
+    gc.collect()
+    before = rss()
+    models = []
+    for _ in range(2):
+        model = new_model("pyghostty", ROWS, COLS, scrollback_lines=500, lookback=64 * 1024)
+        model.charge = lambda seconds: None  # (no CPU budget: this measures memory)
+        for stage in (range(1200), range(ROWS)):
+            for y in stage:
+                model.feed(lines[y % 200])  # (a line is some 16 Ki characters)
+                while model.queued:
+                    await asyncio.sleep(0.01)
+            model.feed("\\x1b[?1049h")
+        await model.snapshot()
+        models.append(model)
+    gc.collect()
+    print(json.dumps({"rss": (rss() - before) / 2, "estimate": models[0].memory_estimate()}))
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.timeout(600)
+async def test_the_largest_ghostty_model_stays_within_its_documented_worst_case() -> None:
+    pytest.importorskip("pyghostty")
+    done = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _GHOSTTY_WORST, stdout=asyncio.subprocess.PIPE
+    )
+    out, _ = await asyncio.wait_for(done.communicate(), 580)
+    measured = json.loads(out)
+    used, estimate = measured["rss"] / 2**20, measured["estimate"] / 2**20
+    print(f"largest pyghostty model: {used:.1f} MiB resident (estimated {estimate:.1f})")
+    assert used < GhosttyScreenModel.session_share_mib, used
+    assert estimate >= used, (estimate, used)  # the budget counts a model at least as it is
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_many_sessions_at_their_worst_stay_within_the_servers_budget(
+    backend: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Ten models whose scrollback is full of lines that change colour at every cell, under a
+    budget that holds all their screens but only two scrollbacks: the others drop theirs
+    (idle and largest first), once logged, and the total stays within the budget."""
+    if backend == "pyghostty":
+        pytest.importorskip("pyghostty")
+    output = "".join(colour_line(index, 80) for index in range(40)) + "$ "
+
+    async def filled(budget: ScreenBudget | None) -> ScreenModel:
+        model = new_model(
+            backend, 24, 80, scrollback_lines=500, lookback=len(output) + 1, budget=budget
+        )
+        for start in range(0, len(output), 64 * 1024):
+            model.feed(output[start : start + 64 * 1024])
+        await _caught_up(model)
+        return model
+
+    one = await filled(None)
+    full = one.memory_estimate()
+    assert one.drop_scrollback()
+    floor = one.memory_estimate()
+    one.close()
+    limit = 10 * floor + 2 * (full - floor) + 1
+    budget = ScreenBudget(limit, logging.getLogger("test-budget"))
+    tracemalloc.start()
+    try:
+        baseline, _ = tracemalloc.get_traced_memory()
+        with caplog.at_level(logging.WARNING, "test-budget"):
+            models = [await filled(budget) for _ in range(10)]
+        current, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert budget.total <= limit, (budget.total, limit)
+    assert budget.total == sum(model.memory_estimate() for model in models)
+    kept = [model for model in models if model.scrollback_lines]
+    assert len(kept) <= 2, len(kept)  # (while filling, queued output counts too)
+    warnings = [record for record in caplog.records if "screen_memory_limit" in record.message]
+    assert len(warnings) == 1
+    if backend == "pyte":  # (all its memory is Python's)
+        assert current - baseline <= limit, (current - baseline, limit)
+    for model in models:
+        assert model.display()[-1].startswith("$")
+        model.close()
+    assert budget.total == 0

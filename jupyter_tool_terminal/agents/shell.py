@@ -467,13 +467,16 @@ class AgentShell:
     def read_screen(self) -> dict[str, t.Any]:
         """The visible screen (no scrollback) as the session's screen model has it now:
         ``{"text", "rows", "cols", "cursor": [row, col]}``, redacted, cursor 0-based."""
-        screen = self.session.screen.screen
-        text = "\n".join(line.rstrip() for line in screen.display).rstrip("\n")
+        screen = self.session.screen
+        rows, cols = screen.dimensions
+        column, row = screen.cursor
+        text = "\n".join(line.rstrip() for line in screen.display()).rstrip("\n")
         return {
-            "text": self._redactor.redact(text, width=screen.columns),
-            "rows": screen.lines,
-            "cols": screen.columns,
-            "cursor": [screen.cursor.y, screen.cursor.x],
+            "text": self._redactor.redact(text, width=cols),
+            "rows": rows,
+            "cols": cols,
+            # The model's column is the width while a wrap is pending; a cursor is on a cell.
+            "cursor": [row, min(column, cols - 1)],
         }
 
     async def read_screen_current(self) -> dict[str, t.Any]:
