@@ -19,6 +19,11 @@ if [ -z "${DOCKER_HOST:-}" ] && [ "$(id -u)" = 0 ]; then
   command -v openssl >/dev/null || apt_packages+=(openssl)
   # ... and one behind an sshd (ssh://).
   [ -x /usr/sbin/sshd ] || apt_packages+=(openssh-server)
+  # tests/test_screen_fidelity.py: full-screen programs replayed against xterm.js.
+  for program in vim less htop tmux vttest; do
+    command -v "$program" >/dev/null || apt_packages+=("$program")
+  done
+  command -v top >/dev/null || apt_packages+=(procps)
 fi
 if [ "${#apt_packages[@]}" -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   log "installing Debian packages: ${apt_packages[*]}"
