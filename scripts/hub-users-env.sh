@@ -13,9 +13,11 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 prefix=${1:-${JTT_HUB_USERS_ENV:-/opt/jupyter-tool-terminal/hub-users-env}}
 python=${JTT_HUB_USERS_PYTHON:-/usr/bin/python3}
 hub_version=$("${JTT_VENV:-$repo/.venv}/bin/python" -c 'import jupyterhub; print(jupyterhub.__version__)')
-wanted="jupyterhub==$hub_version $(cd "$repo" && "${JTT_VENV:-$repo/.venv}/bin/python" - <<'PY'
+# One requirement a line: a requirement may hold spaces (an environment marker).
+wanted="jupyterhub==$hub_version
+$(cd "$repo" && "${JTT_VENV:-$repo/.venv}/bin/python" - <<'PY'
 import tomllib
-print(" ".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))
+print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))
 PY
 )"
 stamp="$prefix/.installed"
@@ -26,7 +28,6 @@ printf '\n== creating the Hub users'"'"' environment %s (about a minute)\n' "$pr
 rm -rf "$prefix"
 mkdir -p "$(dirname "$prefix")"
 "$python" -m venv "$prefix"
-# shellcheck disable=SC2086
-"$prefix/bin/python" -m pip install -q $wanted
+"$prefix/bin/python" -m pip install -q -r /dev/stdin <<<"$wanted"
 chmod -R a+rX "$prefix"
 echo "$wanted" > "$stamp"
