@@ -39,9 +39,11 @@ CONTRACT_TESTS = ["tests/test_terminal.py"]
 BACKGROUND = "sleep 4242"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def engine_hosts(docker_client: docker.DockerClient) -> t.Iterator[dict[str, Dockerd]]:
-    """Three engines of the tests' own, each with the test image (started once a run)."""
+    """Three engines of the tests' own, each with the test image (started once for this
+    module, and gone after it: a later test that restarts the machine's dockerd must find
+    no other)."""
     del docker_client  # the machine's engine has the test image now
     needs_root_and_tools()
     namespace = Namespace()
@@ -57,7 +59,7 @@ def engine_hosts(docker_client: docker.DockerClient) -> t.Iterator[dict[str, Doc
         namespace.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ssh_host(
     engine_hosts: dict[str, Dockerd], tmp_path_factory: pytest.TempPathFactory
 ) -> t.Iterator[SshHost]:
