@@ -89,7 +89,9 @@ async def test_the_clean_up_spares_the_sessions_of_another_live_server(
         await wait_until(settled, timeout=10)
         processes = await asyncio.to_thread(container_processes, container)
         assert sorted(set(processes) - BASE_PROCESSES) == ["/bin/sh", LEASE_PROCESS, "sleep 3102"]
-        assert len(processes) == len(BASE_PROCESSES) + 3, processes
+        # Once each: the other server's shell, its sleep and its lease (BASE_PROCESSES names
+        # what a container runs of itself, with either engine's init).
+        assert len([p for p in processes if p not in BASE_PROCESSES]) == 3, processes
         assert "alive" in await others_term.run("echo alive")
         assert await other.delete_session(others_session["id"]) == 204
         processes = await wait_for_processes(container, BASE_PROCESSES)
