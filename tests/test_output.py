@@ -62,7 +62,8 @@ async def test_a_client_that_stops_reading_applies_backpressure(
             return "S+" in await flood_states()
 
         # The client reads nothing from here on; once every buffer on the way is full, `yes`
-        # blocks. Meanwhile bob types.
+        # blocks (without backpressure the server would read it as fast as it writes: never).
+        # Meanwhile bob types.
         await wait_until(flood_blocked, timeout=20)
         latencies = []
         states: list[str] = []
@@ -73,10 +74,12 @@ async def test_a_client_that_stops_reading_applies_backpressure(
             latencies.append(time.monotonic() - started)
             states += await flood_states()
         grown = rss_mib() - rss_before
+        # The server does not take the flood: what `yes` writes waits in the shell's terminal
+        # (it was seen blocked above) and in the kernel's buffers, not in the server's memory.
+        # (How often `yes` is then seen blocked says little: on a busy machine a job woken each
+        # time a buffer on the way drains a little waits for a core in state R.)
         assert grown < 64, f"server memory grew by {grown:.0f} MiB"
-        # `yes` spends its time blocked on the full terminal: the server stopped reading it.
         assert states, "no sample of the flooding job"
-        assert states.count("S+") >= len(states) * 0.7, states
         # Bob's every command completed (asserted above); one slow sample on a busy machine
         # is no stall, a median over the flood is.
         assert statistics.median(latencies) < 0.5, latencies
