@@ -55,6 +55,13 @@ def _status_phrase(status: int) -> str:
         return "Unknown"
 
 
+def _is_integer(value: t.Any) -> bool:
+    """Whether a JSON value is an integer (JSON Schema's sense: ``2.0`` is one, ``true`` not)."""
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+
+
 def allowed_methods(handler: web.RequestHandler) -> str:
     """The methods ``handler``'s route answers, for the ``Allow`` header a 405 must carry
     (RFC 9110): those its class defines, not tornado's defaults (which answer 405)."""
@@ -212,17 +219,15 @@ class ToolTerminalAPIHandler(ToolTerminalMixin, APIHandler):
         return t.cast(str, body[key])
 
     def body_size(self) -> tuple[int, int] | None:
-        """The terminal size (``rows``, ``cols``: both or neither, integers) of the request's
-        JSON object body, if it has one; 400 for anything else."""
+        """The terminal size (``rows``, ``cols``: integers, one missing is 24 rows or 80
+        columns) of the request's JSON object body, if it has one; 400 for anything else."""
         body = self._json_body()
         if not isinstance(body, dict) or ("rows" not in body and "cols" not in body):
             return None
-        rows, cols = body.get("rows"), body.get("cols")
-        if not all(
-            isinstance(value, int) and not isinstance(value, bool) for value in (rows, cols)
-        ):
-            raise web.HTTPError(400, '"rows" and "cols" must both be given, as integers.')
-        return t.cast(int, rows), t.cast(int, cols)
+        rows, cols = body.get("rows", 24), body.get("cols", 80)
+        if not all(_is_integer(value) for value in (rows, cols)):
+            raise web.HTTPError(400, '"rows" and "cols" must be integers.')
+        return int(rows), int(cols)
 
     def _json_body(self) -> t.Any:
         try:

@@ -59,7 +59,7 @@ async def test_sizes_are_clamped_and_optional(alice: Api, make_instance: Instanc
 
 @pytest.mark.parametrize(
     "extra",
-    [{"rows": "40"}, {"rows": 40}, {"cols": 80.5, "rows": 24}, {"rows": True, "cols": 80}],
+    [{"rows": "40"}, {"cols": None}, {"cols": 80.5, "rows": 24}, {"rows": True, "cols": 80}],
 )
 async def test_a_bad_size_is_a_400_and_starts_nothing(
     alice: Api, make_instance: InstanceFactory, extra: dict[str, t.Any]

@@ -291,6 +291,13 @@ class MCPHandler(ExtensionHandlerMixin, web.RequestHandler):
         """Ending an MCP session: there are none (the server is stateless)."""
         self._not_offered("This server keeps no MCP sessions, so there is none to end (DELETE).")
 
+    def write_error(self, status_code: int, **kwargs: t.Any) -> None:
+        """Tornado's own refusals (a method it does not know: 405 with ``Allow``) as JSON."""
+        if status_code == 405:  # the methods of the route, as rest-api.yml declares them
+            self.set_header("Allow", ", ".join(self.SUPPORTED_METHODS))
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps({"message": self._reason}))
+
     def _not_offered(self, message: str) -> None:
         self.set_header("Allow", "POST")
         self.refuse(405, message)

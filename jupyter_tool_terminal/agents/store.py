@@ -254,7 +254,8 @@ class AgentStore:
 
     def create(self, owner: str, username: str, name: t.Any) -> tuple[Agent, str]:
         """A new agent of ``owner`` and its token (the only time the token is known)."""
-        if not isinstance(name, str) or not AGENT_NAME.fullmatch(name.strip()):
+        # The name as given (what rest-api.yml describes); the dialog trims what it sends.
+        if not isinstance(name, str) or not AGENT_NAME.fullmatch(name):
             msg = "The name must be text of 1-64 characters on one line."
             raise AgentError(msg)
         mine = self.of(owner)
