@@ -53,7 +53,10 @@ pytest_stage() {
     JTT_PODMAN_HOST=$(bash scripts/podman.sh) || return 1
     export JTT_PODMAN_HOST
   fi
-  python -m pytest -q
+  # Native tracebacks: pytest's own (it parses the failing test's source) once crashed the
+  # whole run with CPython 3.11's "AST constructor recursion depth mismatch" (an INTERNALERROR
+  # that stopped pytest at the first failure it formatted); the assertion's message is kept.
+  python -m pytest -q --tb=native
 }
 extensions_enabled() {
   jupyter server extension list 2>&1 | tee /tmp/jtt-server-extensions.txt | grep -i "jupyter_tool_terminal.*OK" &&
