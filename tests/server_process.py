@@ -71,6 +71,13 @@ class ServerProcess:
         session: dict[str, t.Any] = json.loads(response.body)
         return session
 
+    async def sessions(self) -> list[str]:
+        """The ids of the caller's sessions."""
+        response = await AsyncHTTPClient().fetch(
+            f"{self.base}/tool-terminal/api/sessions", headers=self.headers
+        )
+        return [session["id"] for session in json.loads(response.body)]
+
     async def delete_session(self, session_id: str) -> int:
         response = await AsyncHTTPClient().fetch(
             f"{self.base}/tool-terminal/api/sessions/{session_id}",
