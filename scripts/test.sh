@@ -56,7 +56,20 @@ pytest_stage() {
   # Native tracebacks: pytest's own (it parses the failing test's source) once crashed the
   # whole run with CPython 3.11's "AST constructor recursion depth mismatch" (an INTERNALERROR
   # that stopped pytest at the first failure it formatted); the assertion's message is kept.
-  python -m pytest -q --tb=native
+  # Two tiers at once, together every test: the engine-free one (-m "not docker") with no
+  # engine reachable, which shows that a machine without Docker runs it, and the one against
+  # the real engine; one waits on processes, the other mostly computes screens.
+  local engine_free_log status_docker=0 status_engine_free=0
+  engine_free_log=$(mktemp /tmp/jtt-pytest-engine-free.XXXXXX)
+  DOCKER_HOST=unix:///nonexistent/docker.sock python -m pytest -q --tb=native -m "not docker" \
+    -p no:cacheprovider >"$engine_free_log" 2>&1 &
+  local engine_free=$!
+  python -m pytest -q --tb=native -m docker || status_docker=$?
+  wait "$engine_free" || status_engine_free=$?
+  printf '\n== pytest, the engine-free tier (-m "not docker", no engine reachable)\n'
+  cat "$engine_free_log"
+  rm -f "$engine_free_log"
+  [ "$status_docker" -eq 0 ] && [ "$status_engine_free" -eq 0 ]
 }
 extensions_enabled() {
   jupyter server extension list 2>&1 | tee /tmp/jtt-server-extensions.txt | grep -i "jupyter_tool_terminal.*OK" &&

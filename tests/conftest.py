@@ -191,6 +191,27 @@ both_runtimes = pytest.mark.parametrize("runtime_name", RUNTIMES)
 LOCAL_OWNER = "alice"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``docker`` every test that needs a Docker Engine: ``pytest -m "not docker"`` is the
+    tier a machine without one runs (the local runtime's half of the contract, the screen
+    models, the frontend's server parts...); CI runs both."""
+    for item in items:
+        if _needs_an_engine(item):
+            item.add_marker(pytest.mark.docker)
+
+
+def _needs_an_engine(item: pytest.Item) -> bool:
+    if item.get_closest_marker("docker"):
+        return True
+    fixtures = getattr(item, "fixturenames", ())
+    if "docker_client" in fixtures:  # (containers, images, the engine's own API)
+        return True
+    if "runtime_name" in fixtures:  # a server under test: on Docker unless made local
+        callspec = getattr(item, "callspec", None)
+        return callspec is None or callspec.params.get("runtime_name") != "local"
+    return False
+
+
 @pytest.fixture
 def runtime_name() -> str:
     """The runtime of the server under test: Docker, unless a test is ``@both_runtimes``."""

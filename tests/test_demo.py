@@ -50,7 +50,7 @@ async def _get(url: str) -> t.Any:
     return json.loads(response.body)
 
 
-@pytest.fixture(params=["docker", "local"])
+@pytest.fixture(params=[pytest.param("docker", marks=pytest.mark.docker), "local"])
 def engine(request: pytest.FixtureRequest) -> str:
     """Whether the demo finds a Docker Engine ("docker") or none ("local")."""
     return t.cast(str, request.param)
