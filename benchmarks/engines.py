@@ -10,7 +10,7 @@ namespace over TCP with TLS), one labelled container on each, and two servers in
 * **three**: ``n`` sessions spread over the three engines (``c.DockerRuntime.engines``).
 
 For each: open p50 (ms), echo p50/p99 (ms) while every session types (a key every 0.1-0.3 s, as
-``run.py``'s scale scenario), server RSS per session (MiB), teardown (s). Then, in *three*, engine
+``scale.py``'s scenario), server RSS per session (MiB), teardown (s). Then, in *three*, engine
 ``b`` is SIGKILLed while the sessions type: the other engines' echo p99 before and after, how
 many of b's sessions were still open (they end with the error frame naming it), and how long a
 list took.
@@ -35,22 +35,11 @@ import docker
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
-from run import (  # noqa: E402 - the benchmark's own helpers, beside this script
-    MIB,
-    OWNER,
-    TOOL,
-    Client,
-    Lab,
-    Server,
-    Target,
-    Term,
-    ms,
-    percentile,
-    tree_memory,
-    type_keys,
-    wait_no_sessions,
-)
-
+# The benchmark's own helpers, beside this script.
+from accounting import tree_memory  # noqa: E402
+from client import Client, Term, type_keys, wait_no_sessions  # noqa: E402
+from common import MIB, OWNER, TOOL, Target, ms, percentile  # noqa: E402
+from lab import Lab, Server  # noqa: E402
 from tests.engines import Dockerd, Namespace  # noqa: E402
 
 ENGINES = ("a", "b", "tls")
