@@ -45,9 +45,11 @@ SLICE_BYTES = 16 * 1024
 #: tests/test_screen.py's worst case (28.5-34.5 MiB resident for 423 rows of 400 cells; this
 #: estimates it at 38.7 MiB).
 GHOSTTY_CELL_BYTES = 240
-#: Output the tracker must see at once: saving the cursor (DECSC, SCOSC), a reset, and
-#: entering the alternate screen (which saves the main screen's cursor).
-_TRACKED = re.compile(rb"(\x1b7|\x1b\[s|\x1bc|\x1b\[\?1049h)")
+#: Output the tracker must see at once: saving the cursor (DECSC, SCOSC), a reset, entering
+#: the alternate screen (which saves the main screen's cursor), and erasing to the end of the
+#: line (EL 0), which differs between the two terminals when a wrap is pending.
+_TRACKED = re.compile(rb"(\x1b7|\x1b\[s|\x1bc|\x1b\[\?1049h|\x1b\[0?K)")
+_ERASE_RIGHT = (b"\x1b[K", b"\x1b[0K")
 _ALT_MODES = re.compile(r"\x1b\[\?(?:47|1047|1049)h")
 #: Where the formatter's state after the cells begins (scroll region, cursor position).
 _TRAILER = re.compile(r"\x1b\[\d+;\d+[rH]")
@@ -231,6 +233,12 @@ class GhosttyScreenModel(ScreenModel):
                 if not term.alternate:
                     self._main_cursor = self._cursor_vt()
                 term.feed(part)
+            elif part in _ERASE_RIGHT:
+                # Just after the last column (a wrap pending), xterm.js erases nothing and
+                # keeps the wrap pending; libghostty-vt erases the last cell. The browser's is
+                # the screen to match: top's inverse header row ends so, and its last line.
+                if not term.pending_wrap:
+                    term.feed(part)
             else:
                 term.feed(part)
                 self._saved[term.alternate] = self._cursor_vt() + "\x1b7"

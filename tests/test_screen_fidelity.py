@@ -77,6 +77,12 @@ SCENARIOS: dict[str, Scenario] = {
         [],
     ),
     "tab stops": ("\x1b[3g\x1b[5G\x1bH\x1b[1G\tA", "\tB", []),
+    # (top's inverse header, and its last line: the last column written, then erase right)
+    "erase right with a wrap pending": (
+        "\x1b[7m" + "H" * 79 + " \x1b[m\x1b[K\r\n" + "L" * 79 + " \x1b[K",
+        "",
+        [],
+    ),
 }
 
 #: What each backend cannot do: {backend: {scenario: reason}}.
@@ -248,10 +254,7 @@ PROGRAMS: dict[str, tuple[list[str], list[str]]] = {
 #: What each backend gets wrong of the programs' screens.
 KNOWN_PROGRAM_DIFFERENCES: dict[str, dict[str, str]] = {
     "pyte": {"htop": "pyte loses part of htop's meters (its bars come back blank)"},
-    "pyghostty": {
-        "top": "libghostty-vt's formatter trims a reverse-video blank in the last column, and "
-        "the pending wrap after it"
-    },
+    "pyghostty": {},
 }
 
 
