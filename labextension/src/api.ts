@@ -5,7 +5,7 @@ import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
 import { ensureServiceLogin } from './settings';
-import type { ISessionModel, IToolInstance } from './tokens';
+import type { IObservedSession, ISessionModel, IToolInstance } from './tokens';
 import { URL_NAMESPACE } from './tokens';
 
 /**
@@ -188,6 +188,79 @@ export async function deleteSession(
     `sessions/${encodeURIComponent(id)}`,
     serverSettings,
     { method: 'DELETE' }
+  );
+}
+
+/**
+ * Share session `sessionId` read-only with `user`; resolves to the users it
+ * is now shared with.
+ */
+export function shareReadOnly(
+  sessionId: string,
+  user: string,
+  serverSettings: ServerConnection.ISettings
+): Promise<string[]> {
+  return requestAPI<string[]>(
+    `sessions/${encodeURIComponent(sessionId)}/observers`,
+    serverSettings,
+    { method: 'POST', body: JSON.stringify({ user }) }
+  );
+}
+
+/**
+ * The users session `sessionId` is shared with, read-only.
+ */
+export async function listObservers(
+  sessionId: string,
+  serverSettings: ServerConnection.ISettings
+): Promise<string[]> {
+  const data = await requestAPI<unknown>(
+    `sessions/${encodeURIComponent(sessionId)}/observers`,
+    serverSettings
+  );
+  if (!Array.isArray(data)) {
+    throw new Error('The server did not answer with a list of users.');
+  }
+  return data.filter((item): item is string => typeof item === 'string');
+}
+
+/**
+ * Stop sharing session `sessionId` with `user`: the server closes their
+ * views at once.
+ */
+export async function stopSharing(
+  sessionId: string,
+  user: string,
+  serverSettings: ServerConnection.ISettings
+): Promise<void> {
+  await requestAPI<null>(
+    `sessions/${encodeURIComponent(sessionId)}/observers/${encodeURIComponent(user)}`,
+    serverSettings,
+    { method: 'DELETE' }
+  );
+}
+
+/**
+ * The sessions other users shared with the current user. Through a
+ * JupyterHub service, the page logs in for the WebSockets first (as for its
+ * own sessions): an observer may have opened no tool terminal of their own.
+ */
+export async function listObserved(
+  serverSettings: ServerConnection.ISettings
+): Promise<IObservedSession[]> {
+  await ensureWebSocketLogin(serverSettings);
+  const data = await requestAPI<unknown>(
+    'sessions?role=observer',
+    serverSettings
+  );
+  if (!Array.isArray(data)) {
+    throw new Error('The server did not answer with a list of sessions.');
+  }
+  return data.filter(
+    (item): item is IObservedSession =>
+      typeof item?.id === 'string' &&
+      typeof item?.owner === 'string' &&
+      typeof item?.instance === 'string'
   );
 }
 

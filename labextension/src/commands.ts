@@ -10,7 +10,6 @@ import {
   showDialog
 } from '@jupyterlab/apputils';
 import type { WidgetTracker } from '@jupyterlab/apputils';
-import type { ServerConnection } from '@jupyterlab/services';
 import type { ITerminal } from '@jupyterlab/terminal';
 import type { ITranslator, TranslationBundle } from '@jupyterlab/translation';
 import { nullTranslator } from '@jupyterlab/translation';
@@ -29,7 +28,8 @@ import { instanceLabel } from './instances';
 import { notesBody, notesSummary } from './notes';
 import { ToolTerminalPanel } from './panel';
 import { endedArg, sessionArg, trackSessions } from './restorer';
-import type { IToolInstance } from './tokens';
+import type { ToolTerminalSessions } from './sessions';
+import type { IToolInstance, IToolTerminal } from './tokens';
 import { CommandIDs, TRANSLATION_DOMAIN } from './tokens';
 
 /**
@@ -50,11 +50,11 @@ export const STOPPED_CLASS = 'jp-ToolTerminal-stopped';
  * @param app - The application.
  * @param tracker - The tracker the opened panels are added to.
  * @param instances - The instance model (labels, icons, states).
- * @param options - The server settings, translator and terminal options.
+ * @param options - The session model, translator and terminal options.
  */
 export function addCommands(
   app: JupyterFrontEnd,
-  tracker: WidgetTracker<MainAreaWidget<ToolTerminalPanel>>,
+  tracker: WidgetTracker<MainAreaWidget<IToolTerminal>>,
   instances: ToolInstances,
   options: ICommandOptions
 ): void {
@@ -69,7 +69,7 @@ export function addCommands(
    */
   const target = (
     args: ReadonlyPartialJSONObject
-  ): MainAreaWidget<ToolTerminalPanel> | null => {
+  ): MainAreaWidget<IToolTerminal> | null => {
     if (args.fromContextMenu === true) {
       const node = app.contextMenuHitTest(
         element =>
@@ -92,10 +92,10 @@ export function addCommands(
     session: string | undefined,
     name: string | undefined,
     ended: string | undefined
-  ): Promise<MainAreaWidget<ToolTerminalPanel>> => {
+  ): Promise<MainAreaWidget<IToolTerminal>> => {
     const content = new ToolTerminalPanel({
       instance,
-      serverSettings: options.serverSettings,
+      sessions: options.sessions,
       translator,
       terminalOptions: options.terminalOptions,
       sessionId: session,
@@ -121,14 +121,14 @@ export function addCommands(
 
   // What each panel's instance was last listed as: an instance removed
   // meanwhile keeps its display name in the tab.
-  const known = new WeakMap<MainAreaWidget<ToolTerminalPanel>, IToolInstance>();
+  const known = new WeakMap<MainAreaWidget<IToolTerminal>, IToolInstance>();
   /**
    * Title every panel: its instance's display name, numbered when several
    * panels show the same instance (in the order they were opened).
    */
   const retitle = (): void => {
     const seen = new Map<string, number>();
-    const panels: MainAreaWidget<ToolTerminalPanel>[] = [];
+    const panels: MainAreaWidget<IToolTerminal>[] = [];
     tracker.forEach(widget => {
       if (!widget.isDisposed) {
         panels.push(widget);
@@ -432,9 +432,9 @@ export function addCommands(
  */
 export interface ICommandOptions {
   /**
-   * The server settings.
+   * The page's session model.
    */
-  serverSettings: ServerConnection.ISettings;
+  sessions: ToolTerminalSessions;
 
   /**
    * The translator.
@@ -460,13 +460,13 @@ export interface ICommandOptions {
  *   when it is the only one.
  */
 export function setTitle(
-  widget: MainAreaWidget<ToolTerminalPanel>,
+  widget: MainAreaWidget<IToolTerminal>,
   info: IToolInstance | undefined,
   trans: TranslationBundle,
   number: number | null = null
 ): void {
   const id = widget.content.instanceId;
-  const agent = widget.content.connection?.session.agent;
+  const agent = widget.content.session?.agent;
   // An agent's terminal says whose it is (the owner watches it here).
   const name = agent
     ? trans.__('%1 — agent: %2', info?.display_name ?? id, agent.name)

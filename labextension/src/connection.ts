@@ -2,13 +2,11 @@
 // Distributed under the terms of the Modified BSD License.
 
 import { URLExt } from '@jupyterlab/coreutils';
-import { ServerConnection } from '@jupyterlab/services';
-import type { Terminal } from '@jupyterlab/services';
+import type { ServerConnection, Terminal } from '@jupyterlab/services';
 import type { JSONPrimitive } from '@lumino/coreutils';
 import type { ISignal } from '@lumino/signaling';
 import { Signal } from '@lumino/signaling';
 
-import { createSession, deleteSession, resetSession } from './api';
 import type { ISessionModel } from './tokens';
 import { URL_NAMESPACE } from './tokens';
 
@@ -98,18 +96,20 @@ export function neutralizeBracketedPaste(data: string): string {
  *
  * One connection stays with one panel: when its session ends,
  * {@link startNewSession} replaces it with a new session in the same tool
- * instance and connects to it.
+ * instance and connects to it. Sessions are started, reset and shut down
+ * through the page's session model (`./sessions`, which makes connections
+ * with its `connectTo`).
  */
 export class ToolTerminalConnection implements Terminal.ITerminalConnection {
   /**
    * Construct a new connection.
    *
-   * @param options - The session to connect to and the server settings.
+   * @param options - The session to connect to and the session model.
    */
   constructor(options: ToolTerminalConnection.IOptions) {
     this._session = options.session;
-    this.serverSettings =
-      options.serverSettings ?? ServerConnection.makeSettings();
+    this._sessions = options.sessions;
+    this.serverSettings = options.sessions.serverSettings;
     this._maxReconnects = options.maxReconnects ?? 3;
     this._reconnectDelay = options.reconnectDelay ?? 1000;
     this._createSocket();
@@ -312,12 +312,9 @@ export class ToolTerminalConnection implements Terminal.ITerminalConnection {
     if (this._isDisposed) {
       throw new Error('Connection is disposed');
     }
-    const session = await createSession(
-      this._session.instance,
-      this.serverSettings
-    );
+    const session = await this._sessions.startNew(this._session.instance);
     if (this._isDisposed) {
-      await deleteSession(session.id, this.serverSettings).catch(() => {
+      await this._sessions.shutdown(session.id).catch(() => {
         /* the server kills it without a client anyway */
       });
       throw new Error('Connection is disposed');
@@ -334,29 +331,19 @@ export class ToolTerminalConnection implements Terminal.ITerminalConnection {
    * and starts a new one (with the startup command); this socket stays.
    */
   async reset(): Promise<void> {
-    await resetSession(this._session.id, this.serverSettings);
+    await this._sessions.reset(this._session.id);
   }
 
   /**
-   * Shut down the session (its processes are killed) and dispose of the
-   * connection.
+   * Shut down the session (its processes are killed; one already gone is
+   * shut down) and dispose of the connection.
    */
   async shutdown(): Promise<void> {
     const id = this._session.id;
     const wasEnded = this._ended;
     this.dispose();
     if (!wasEnded) {
-      try {
-        await deleteSession(id, this.serverSettings);
-      } catch (error) {
-        // A session that is already gone (403 for unknown) is shut down.
-        if (
-          !(error instanceof ServerConnection.ResponseError) ||
-          error.response.status !== 403
-        ) {
-          throw error;
-        }
-      }
+      await this._sessions.shutdown(id);
     }
   }
 
@@ -581,6 +568,7 @@ export class ToolTerminalConnection implements Terminal.ITerminalConnection {
   }
 
   private _session: ISessionModel;
+  private _sessions: ToolTerminalConnection.ISessions;
   private _ws: WebSocket | null = null;
   private _connectionStatus: Terminal.ConnectionStatus = 'disconnected';
   private _pending: string[] = [];
@@ -621,9 +609,10 @@ export namespace ToolTerminalConnection {
     session: ISessionModel;
 
     /**
-     * The server settings; JupyterLab's defaults otherwise.
+     * What starts, resets and shuts down sessions, with the server settings
+     * the socket follows (the page's `ToolTerminalSessions`).
      */
-    serverSettings?: ServerConnection.ISettings;
+    sessions: ISessions;
 
     /**
      * How many times a dropped socket is reopened before giving up
@@ -636,6 +625,32 @@ export namespace ToolTerminalConnection {
      * (default 1000).
      */
     reconnectDelay?: number;
+  }
+
+  /**
+   * The session calls a connection makes (`ToolTerminalSessions` of
+   * `./sessions` has them).
+   */
+  export interface ISessions {
+    /**
+     * The server settings of the sessions.
+     */
+    readonly serverSettings: ServerConnection.ISettings;
+
+    /**
+     * Start a new session in a tool instance.
+     */
+    startNew(instance: string): Promise<ISessionModel>;
+
+    /**
+     * Reset a session (its shell starts again).
+     */
+    reset(id: string): Promise<void>;
+
+    /**
+     * Shut a session down; one already gone is shut down.
+     */
+    shutdown(id: string): Promise<void>;
   }
 }
 

@@ -15,14 +15,18 @@ import type { ITerminal } from '@jupyterlab/terminal';
 import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 
 import { agentsPlugin } from './agents/plugin';
-import { addCommands, TAB_CLASS } from './commands';
 import { observePlugin } from './observe';
+/* eslint-disable jupyter/prefer-lazy-imports -- the plugin's activate()
+   registers its commands, tiles, Running section and settings at once. */
+import { addCommands, TAB_CLASS } from './commands';
 import { ToolInstances } from './instances';
-import type { ToolTerminalPanel } from './panel';
 import { restorePanels } from './restorer';
 import { RunningToolTerminals } from './running';
+import { ToolTerminalSessions } from './sessions';
 import { LauncherTiles } from './tiles';
 import { followTerminalSettings, toolTerminalSettings } from './settings';
+/* eslint-enable jupyter/prefer-lazy-imports */
+import type { IToolTerminal } from './tokens';
 import {
   CommandIDs,
   EXTENSION_ID,
@@ -30,33 +34,11 @@ import {
   TRANSLATION_DOMAIN
 } from './tokens';
 
-export { requestAPI, listInstances, listSessions, createSession } from './api';
-export { addCommands } from './commands';
-export {
-  neutralizeBracketedPaste,
-  ToolTerminalConnection,
-  webSocketUrl
-} from './connection';
-export { ToolInstances, instanceLabel } from './instances';
-export { ToolTerminalPanel } from './panel';
-export {
-  createObserverPanel,
-  listObserved,
-  listObservers,
-  ObserveCommandIDs,
-  ObserverConnection,
-  observePlugin,
-  shareReadOnly,
-  stopSharing
-} from './observe';
-export { restoreArgs, restorePanels } from './restorer';
-export { AgentCommandIDs, agentsPlugin } from './agents/plugin';
-export { AgentsModel } from './agents/model';
-export type { IAgentModel, IControlRequest, INewAgent } from './agents/api';
-export { RunningToolTerminals } from './running';
-export { LauncherTiles } from './tiles';
-export { sanitizeSvg } from './icons';
-export * from './tokens';
+// What other extensions use: the tracker's token, the panel's interface and
+// the session model it names, and the command ids (the README documents
+// them).
+export { CommandIDs, IToolTerminalTracker } from './tokens';
+export type { ISessionAgent, ISessionModel, IToolTerminal } from './tokens';
 
 /**
  * The tool terminal plugin: launcher tiles, terminal panels, commands, the
@@ -110,14 +92,20 @@ function activate(
     app.serviceManager.serverSettings
   );
   const category = trans.__('Tool Terminals');
-  const tracker = new WidgetTracker<MainAreaWidget<ToolTerminalPanel>>({
+  const tracker = new WidgetTracker<MainAreaWidget<IToolTerminal>>({
     namespace: 'tool-terminal'
   });
   const instances = new ToolInstances({ serverSettings });
+  // The Running panel is the one reader of the sessions list: it is polled
+  // only for it.
+  const sessions = new ToolTerminalSessions({
+    serverSettings,
+    auto: runningSessionManagers !== null
+  });
   const terminalOptions: Partial<ITerminal.IOptions> = {};
 
   addCommands(app, tracker, instances, {
-    serverSettings,
+    sessions,
     translator,
     terminalOptions
   });
@@ -146,7 +134,7 @@ function activate(
   if (runningSessionManagers !== null) {
     runningSessionManagers.add(
       new RunningToolTerminals({
-        serverSettings,
+        sessions,
         tracker,
         instances,
         commands: app.commands,

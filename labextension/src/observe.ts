@@ -6,19 +6,23 @@
  * user by name ("Share Read-Only…" on the panel) and stops sharing it ("Stop
  * Sharing Read-Only…"), and that user opens it in an observer panel ("Watch a
  * Shared Tool Terminal…"), which shows the screen and the live output, sends
- * nothing, and says so when the view ends.
+ * nothing, and says so when the view ends. Observer panels are tracked (and
+ * restored after a reload while the session is still shared); the REST calls
+ * are in `./api`.
  */
 
 import type {
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
+import { ILayoutRestorer } from '@jupyterlab/application';
 import {
   ICommandPalette,
   InputDialog,
   MainAreaWidget,
   Notification,
-  showErrorMessage
+  showErrorMessage,
+  WidgetTracker
 } from '@jupyterlab/apputils';
 import type { ServerConnection } from '@jupyterlab/services';
 import type { Terminal as TerminalNS } from '@jupyterlab/services';
@@ -28,10 +32,10 @@ import { Terminal } from '@jupyterlab/terminal';
 import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 import { Widget } from '@lumino/widgets';
 
-import { ensureWebSocketLogin, requestAPI } from './api';
+import { listObserved, listObservers, shareReadOnly, stopSharing } from './api';
 import { followTerminalSettings, toolTerminalSettings } from './settings';
 import { ToolTerminalConnection } from './connection';
-import type { ISessionModel } from './tokens';
+import type { IObservedSession, ISessionModel } from './tokens';
 import {
   EXTENSION_ID,
   IToolTerminalTracker,
@@ -59,98 +63,49 @@ export namespace ObserveCommandIDs {
 }
 
 /**
- * A session another user shared, as `GET .../sessions?role=observer` lists it.
- */
-export interface IObservedSession extends ISessionModel {
-  /**
-   * Whose session it is.
-   */
-  owner: string;
-}
-
-/**
- * Share session `sessionId` read-only with `user`; resolves to the users it
- * is now shared with.
- */
-export function shareReadOnly(
-  sessionId: string,
-  user: string,
-  serverSettings: ServerConnection.ISettings
-): Promise<string[]> {
-  return requestAPI<string[]>(
-    `sessions/${encodeURIComponent(sessionId)}/observers`,
-    serverSettings,
-    { method: 'POST', body: JSON.stringify({ user }) }
-  );
-}
-
-/**
- * The users session `sessionId` is shared with, read-only.
- */
-export async function listObservers(
-  sessionId: string,
-  serverSettings: ServerConnection.ISettings
-): Promise<string[]> {
-  const data = await requestAPI<unknown>(
-    `sessions/${encodeURIComponent(sessionId)}/observers`,
-    serverSettings
-  );
-  if (!Array.isArray(data)) {
-    throw new Error('The server did not answer with a list of users.');
-  }
-  return data.filter((item): item is string => typeof item === 'string');
-}
-
-/**
- * Stop sharing session `sessionId` with `user`: the server closes their
- * views at once.
- */
-export async function stopSharing(
-  sessionId: string,
-  user: string,
-  serverSettings: ServerConnection.ISettings
-): Promise<void> {
-  await requestAPI<null>(
-    `sessions/${encodeURIComponent(sessionId)}/observers/${encodeURIComponent(user)}`,
-    serverSettings,
-    { method: 'DELETE' }
-  );
-}
-
-/**
- * The sessions other users shared with the current user. Through a
- * JupyterHub service, the page logs in for the WebSockets first (as for its
- * own sessions): an observer may have opened no tool terminal of their own.
- */
-export async function listObserved(
-  serverSettings: ServerConnection.ISettings
-): Promise<IObservedSession[]> {
-  await ensureWebSocketLogin(serverSettings);
-  const data = await requestAPI<unknown>(
-    'sessions?role=observer',
-    serverSettings
-  );
-  if (!Array.isArray(data)) {
-    throw new Error('The server did not answer with a list of sessions.');
-  }
-  return data.filter(
-    (item): item is IObservedSession =>
-      typeof item?.id === 'string' &&
-      typeof item?.owner === 'string' &&
-      typeof item?.instance === 'string'
-  );
-}
-
-/**
  * A connection that only receives: keystrokes and size changes of an
- * observer never leave the browser (the server would refuse them).
+ * observer never leave the browser (the server would refuse them), and it
+ * starts, resets and shuts down no session (closing it leaves the owner's
+ * session alone).
  */
 export class ObserverConnection extends ToolTerminalConnection {
+  /**
+   * Construct a connection to a shared session.
+   *
+   * @param options - The session and the server settings.
+   */
+  constructor(options: ObserverConnection.IOptions) {
+    super({ ...options, sessions: Private.watchOnly(options.serverSettings) });
+  }
+
   /**
    * Drop the message: an observer does not type or resize.
    */
   send(message: TerminalNS.IMessage): void {
     void message;
+  }
+}
+
+/**
+ * The namespace for `ObserverConnection` statics.
+ */
+export namespace ObserverConnection {
+  /**
+   * The options to construct an observer connection.
+   */
+  export interface IOptions extends Omit<
+    ToolTerminalConnection.IOptions,
+    'session' | 'sessions'
+  > {
+    /**
+     * The shared session.
+     */
+    session: ISessionModel;
+
+    /**
+     * The server settings.
+     */
+    serverSettings: ServerConnection.ISettings;
   }
 }
 
@@ -231,8 +186,13 @@ export function createObserverPanel(
 const NO_ARGS = { args: { type: 'object' as const, properties: {} } };
 
 /**
+ * The namespace of the observer panels' tracker (and layout restoration).
+ */
+const TRACKER_NAMESPACE = 'tool-terminal-observer';
+
+/**
  * The observer plugin: its three commands, in the palette and (share, stop
- * sharing) the panel's context menus.
+ * sharing) the panel's context menus, and the tracker of observer panels.
  */
 export const observePlugin: JupyterFrontEndPlugin<void> = {
   id: `${EXTENSION_ID}:observe`,
@@ -240,13 +200,14 @@ export const observePlugin: JupyterFrontEndPlugin<void> = {
     'Share a tool terminal read-only (and stop sharing it), and watch shared ones.',
   autoStart: true,
   requires: [IToolTerminalTracker],
-  optional: [ICommandPalette, ITranslator, ISettingRegistry],
+  optional: [ICommandPalette, ITranslator, ISettingRegistry, ILayoutRestorer],
   activate: (
     app: JupyterFrontEnd,
     tracker: IToolTerminalTracker,
     palette: ICommandPalette | null,
     translator: ITranslator | null,
-    settingRegistry: ISettingRegistry | null
+    settingRegistry: ISettingRegistry | null,
+    restorer: ILayoutRestorer | null
   ): void => {
     const trans = (translator ?? nullTranslator).load(TRANSLATION_DOMAIN);
     const serverSettings = toolTerminalSettings(
@@ -255,14 +216,43 @@ export const observePlugin: JupyterFrontEndPlugin<void> = {
     const category = trans.__('Tool Terminals');
     // The user's terminal settings, in every observer panel too.
     const terminalOptions: Partial<ITerminal.IOptions> = {};
-    const observerPanels = new Set<MainAreaWidget<Terminal>>();
+    const observers = new WidgetTracker<MainAreaWidget<Terminal>>({
+      namespace: TRACKER_NAMESPACE
+    });
     if (settingRegistry !== null) {
       followTerminalSettings(settingRegistry, terminalOptions, (key, value) => {
         if (!(key in OBSERVER_OPTIONS)) {
-          observerPanels.forEach(panel => panel.content.setOption(key, value));
+          observers.forEach(panel => panel.content.setOption(key, value));
         }
       });
     }
+    // A reload opens the views again whose sessions are still shared (the
+    // open command fails for the others, and the restorer forgets them).
+    if (restorer) {
+      void restorer.restore(observers, {
+        command: ObserveCommandIDs.observe,
+        args: panel => ({
+          session: panel.content.session.name,
+          name: panel.id
+        }),
+        name: panel => panel.id
+      });
+    }
+    const open = (session: IObservedSession, name?: string) => {
+      const panel = createObserverPanel(
+        session,
+        serverSettings,
+        translator ?? nullTranslator,
+        terminalOptions
+      );
+      if (name !== undefined) {
+        panel.id = name;
+      }
+      void observers.add(panel);
+      app.shell.add(panel, 'main');
+      app.shell.activateById(panel.id);
+      return panel;
+    };
 
     app.commands.addCommand(ObserveCommandIDs.share, {
       label: trans.__('Share Read-Only…'),
@@ -342,8 +332,37 @@ export const observePlugin: JupyterFrontEndPlugin<void> = {
     app.commands.addCommand(ObserveCommandIDs.observe, {
       label: trans.__('Watch a Shared Tool Terminal…'),
       caption: trans.__('Open a terminal another user shared with you'),
-      describedBy: NO_ARGS,
-      execute: async () => {
+      describedBy: {
+        args: {
+          type: 'object',
+          properties: {
+            session: {
+              type: 'string',
+              description: trans.__(
+                'A shared session to open (layout restoration)'
+              )
+            },
+            name: {
+              type: 'string',
+              description: trans.__('The panel id (layout restoration)')
+            }
+          }
+        }
+      },
+      execute: async args => {
+        if (typeof args.session === 'string') {
+          const restored = args.session;
+          const name = typeof args.name === 'string' ? args.name : undefined;
+          const session = (await listObserved(serverSettings)).find(
+            s => s.id === restored
+          );
+          if (session === undefined) {
+            throw new Error(
+              trans.__('The terminal is no longer shared with you.')
+            );
+          }
+          return open(session, name);
+        }
         let shared: IObservedSession[];
         try {
           shared = await listObserved(serverSettings);
@@ -369,16 +388,7 @@ export const observePlugin: JupyterFrontEndPlugin<void> = {
         if (!choice.button.accept || index < 0) {
           return;
         }
-        const panel = createObserverPanel(
-          shared[index],
-          serverSettings,
-          translator ?? nullTranslator,
-          terminalOptions
-        );
-        observerPanels.add(panel);
-        panel.disposed.connect(() => observerPanels.delete(panel));
-        app.shell.add(panel, 'main');
-        app.shell.activateById(panel.id);
+        return open(shared[index]);
       }
     });
 
@@ -411,3 +421,25 @@ export const observePlugin: JupyterFrontEndPlugin<void> = {
     palette?.addItem({ command: ObserveCommandIDs.observe, category });
   }
 };
+
+/**
+ * Module internals.
+ */
+namespace Private {
+  /**
+   * The session calls of an observer's connection: it never starts or
+   * resets the owner's session, and shutting it down only closes the view.
+   */
+  export function watchOnly(
+    serverSettings: ServerConnection.ISettings
+  ): ToolTerminalConnection.ISessions {
+    const refuse = () =>
+      Promise.reject(new Error('A read-only view cannot change the session'));
+    return {
+      serverSettings,
+      startNew: refuse,
+      reset: refuse,
+      shutdown: () => Promise.resolve()
+    };
+  }
+}

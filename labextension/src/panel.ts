@@ -1,7 +1,6 @@
 // Copyright (c) jupyter-tool-terminal developers.
 // Distributed under the terms of the Modified BSD License.
 
-import type { ServerConnection } from '@jupyterlab/services';
 import { ITerminal, Terminal } from '@jupyterlab/terminal';
 import type { ITranslator, TranslationBundle } from '@jupyterlab/translation';
 import { nullTranslator } from '@jupyterlab/translation';
@@ -11,10 +10,11 @@ import { MessageLoop } from '@lumino/messaging';
 import type { Message } from '@lumino/messaging';
 import { Panel, Widget } from '@lumino/widgets';
 
-import { createSession, listInstances, listSessions } from './api';
+import { listInstances } from './api';
 import type { ITerminalSize } from './api';
-import { ToolTerminalConnection } from './connection';
-import type { ISessionModel } from './tokens';
+import type { ToolTerminalConnection } from './connection';
+import type { ToolTerminalSessions } from './sessions';
+import type { IToolTerminal, ISessionModel } from './tokens';
 import { TRANSLATION_DOMAIN } from './tokens';
 
 /**
@@ -41,19 +41,20 @@ const FORCED_OPTIONS: Partial<ITerminal.IOptions> = {
 /**
  * A panel with one terminal session in a tool instance, rendered by
  * JupyterLab's own terminal widget, and a status bar that shows how the
- * session ended and offers a new one.
+ * session ended and offers a new one. What other extensions may use of it
+ * is {@link IToolTerminal}.
  */
-export class ToolTerminalPanel extends Panel {
+export class ToolTerminalPanel extends Panel implements IToolTerminal {
   /**
    * Construct a new panel. Call {@link start} to open its session.
    *
-   * @param options - The tool instance, server settings and terminal options.
+   * @param options - The tool instance, session model and terminal options.
    */
   constructor(options: ToolTerminalPanel.IOptions) {
     super();
     this.addClass(PANEL_CLASS);
     this.instanceId = options.instance;
-    this._serverSettings = options.serverSettings;
+    this._sessions = options.sessions;
     this._translator = options.translator ?? nullTranslator;
     this._trans = this._translator.load(TRANSLATION_DOMAIN);
     this._terminalOptions = { ...(options.terminalOptions ?? {}) };
@@ -105,6 +106,13 @@ export class ToolTerminalPanel extends Panel {
    */
   get sessionId(): string | null {
     return this._connection?.session.id ?? this._sessionId;
+  }
+
+  /**
+   * The session attached, once the first one started.
+   */
+  get session(): ISessionModel | null {
+    return this._connection?.session ?? null;
   }
 
   /**
@@ -171,22 +179,17 @@ export class ToolTerminalPanel extends Panel {
     let session: ISessionModel | null = null;
     try {
       if (restored === null) {
-        session = await createSession(
+        session = await this._sessions.startNew(
           this.instanceId,
-          this._serverSettings,
           Private.estimateSize(this.node, {
             ...ITerminal.defaultOptions,
             ...this._terminalOptions
           })
         );
       } else {
-        // The list answers 200 whether the session is there or not: an
-        // ended session costs no 403 in the browser's console.
-        const sessions = await listSessions(this._serverSettings);
-        session =
-          sessions.find(
-            s => s.id === restored && s.instance === this.instanceId
-          ) ?? null;
+        // An ended session costs no 403 in the browser's console.
+        const found = await this._sessions.findById(restored);
+        session = found?.instance === this.instanceId ? found : null;
       }
     } catch (error) {
       this._showStatus(
@@ -324,10 +327,7 @@ export class ToolTerminalPanel extends Panel {
    * Create the connection and the terminal widget for a session.
    */
   private _attach(session: ISessionModel): void {
-    const connection = new ToolTerminalConnection({
-      session,
-      serverSettings: this._serverSettings
-    });
+    const connection = this._sessions.connectTo(session);
     this._connection = connection;
     connection.exited.connect(this._onExited, this);
     connection.errorReceived.connect(this._onError, this);
@@ -382,7 +382,7 @@ export class ToolTerminalPanel extends Panel {
    */
   private async _instanceState(): Promise<string | null | undefined> {
     try {
-      const instances = await listInstances(this._serverSettings);
+      const instances = await listInstances(this._sessions.serverSettings);
       const instance = instances.find(i => i.id === this.instanceId);
       if (instance === undefined) {
         return null;
@@ -560,7 +560,7 @@ export class ToolTerminalPanel extends Panel {
     }
   }
 
-  private _serverSettings: ServerConnection.ISettings;
+  private _sessions: ToolTerminalSessions;
   private _translator: ITranslator;
   private _trans: TranslationBundle;
   private _terminalOptions: Partial<ITerminal.IOptions>;
@@ -590,9 +590,10 @@ export namespace ToolTerminalPanel {
     instance: string;
 
     /**
-     * The server settings.
+     * The page's session model (it starts and connects the panel's
+     * sessions).
      */
-    serverSettings: ServerConnection.ISettings;
+    sessions: ToolTerminalSessions;
 
     /**
      * The translator.

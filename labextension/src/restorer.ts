@@ -8,7 +8,7 @@ import type {
   ReadonlyPartialJSONObject
 } from '@lumino/coreutils';
 
-import type { ToolTerminalPanel } from './panel';
+import type { IToolTerminal } from './tokens';
 import { CommandIDs } from './tokens';
 
 /**
@@ -20,7 +20,7 @@ import { CommandIDs } from './tokens';
  * @param widget - A tool terminal panel.
  */
 export function restoreArgs(
-  widget: MainAreaWidget<ToolTerminalPanel>
+  widget: MainAreaWidget<IToolTerminal>
 ): ReadonlyJSONObject {
   const session = widget.content.sessionId;
   const ended = widget.content.endMessage;
@@ -68,7 +68,7 @@ export function endedArg(args: ReadonlyPartialJSONObject): string | undefined {
  */
 export function restorePanels(
   restorer: ILayoutRestorer,
-  tracker: WidgetTracker<MainAreaWidget<ToolTerminalPanel>>
+  tracker: WidgetTracker<MainAreaWidget<IToolTerminal>>
 ): Promise<void> {
   return restorer.restore(tracker, {
     command: CommandIDs.open,
@@ -85,8 +85,8 @@ export function restorePanels(
  * @param widget - A panel (added to the tracker).
  */
 export function trackSessions(
-  tracker: WidgetTracker<MainAreaWidget<ToolTerminalPanel>>,
-  widget: MainAreaWidget<ToolTerminalPanel>
+  tracker: WidgetTracker<MainAreaWidget<IToolTerminal>>,
+  widget: MainAreaWidget<IToolTerminal>
 ): void {
   const save = () => {
     if (tracker.has(widget)) {

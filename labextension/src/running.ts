@@ -3,25 +3,26 @@
 
 import type { MainAreaWidget } from '@jupyterlab/apputils';
 import type { IRunningSessions } from '@jupyterlab/running';
-import type { ServerConnection } from '@jupyterlab/services';
 import type { TranslationBundle } from '@jupyterlab/translation';
 import type { CommandRegistry } from '@lumino/commands';
 import type { IDisposable } from '@lumino/disposable';
-import type { Poll } from '@lumino/polling';
 import type { ISignal } from '@lumino/signaling';
 import { Signal } from '@lumino/signaling';
 
-import { deleteSession, listSessions } from './api';
 import { toolIcon } from './icons';
 import type { ToolInstances } from './instances';
-import { listPoll } from './instances';
-import type { ToolTerminalPanel } from './panel';
-import type { ISessionModel, IToolTerminalTracker } from './tokens';
+import type { ToolTerminalSessions } from './sessions';
+import type {
+  ISessionModel,
+  IToolTerminal,
+  IToolTerminalTracker
+} from './tokens';
 import { CommandIDs } from './tokens';
 
 /**
  * The tool terminal sessions of the current user in JupyterLab's Running
- * panel, with shut down, like JupyterLab's own terminals.
+ * panel, with shut down, like JupyterLab's own terminals: the list of the
+ * page's session model, and the panels of the tracker.
  */
 export class RunningToolTerminals
   implements IRunningSessions.IManager, IDisposable
@@ -32,7 +33,7 @@ export class RunningToolTerminals
    * @param options - What it lists and acts with.
    */
   constructor(options: RunningToolTerminals.IOptions) {
-    this._serverSettings = options.serverSettings;
+    this._sessions = options.sessions;
     this._tracker = options.tracker;
     this._instances = options.instances;
     this._commands = options.commands;
@@ -42,7 +43,7 @@ export class RunningToolTerminals
     this.shutdownAllConfirmationText = this._trans.__(
       'Are you sure you want to permanently shut down all running tool terminals?'
     );
-    this._poll = listPoll('sessions', () => this.refresh(), options);
+    this._sessions.runningChanged.connect(this._onRunningChanged, this);
     // A panel's session starting, ending or being closed changes the list
     // at once: the list follows it then, not at the next poll.
     this._tracker.widgetAdded.connect(this._follow, this);
@@ -75,14 +76,14 @@ export class RunningToolTerminals
    * The sessions last listed.
    */
   get sessions(): ReadonlyArray<ISessionModel> {
-    return this._sessions;
+    return this._sessions.running();
   }
 
   /**
    * Whether the manager is disposed.
    */
   get isDisposed(): boolean {
-    return this._poll.isDisposed;
+    return this._isDisposed;
   }
 
   /**
@@ -90,7 +91,7 @@ export class RunningToolTerminals
    * reattached to it) when clicked.
    */
   running(): IRunningSessions.IRunningItem[] {
-    return this._sessions.map(session => {
+    return this._sessions.running().map(session => {
       const info = this._instances.get(session.instance);
       return {
         icon: () => toolIcon(info?.tool ?? session.tool, info?.icon),
@@ -154,9 +155,7 @@ export class RunningToolTerminals
       await widget.content.closeSession().catch(() => undefined);
       widget.dispose();
     } else {
-      await deleteSession(session.id, this._serverSettings).catch(
-        () => undefined
-      );
+      await this._sessions.shutdown(session.id).catch(() => undefined);
     }
     await this.refresh();
   }
@@ -168,9 +167,9 @@ export class RunningToolTerminals
   async shutdownAll(): Promise<void> {
     let sessions: ISessionModel[];
     try {
-      sessions = await listSessions(this._serverSettings);
+      sessions = await this._sessions.requestRunning();
     } catch {
-      sessions = [...this._sessions];
+      sessions = [...this._sessions.running()];
     }
     const listed = new Set(sessions.map(session => session.id));
     const panels: Promise<void>[] = [];
@@ -202,38 +201,28 @@ export class RunningToolTerminals
   /**
    * Fetch the list; it does not reject (a failure keeps the last list).
    */
-  async refresh(): Promise<void> {
-    let sessions: ISessionModel[];
-    try {
-      sessions = await listSessions(this._serverSettings);
-    } catch {
-      return;
-    }
-    // A closed panel's DELETE may still be on its way: not listed again.
-    const listed = new Set(sessions.map(session => session.id));
-    for (const id of Array.from(this._closing)) {
-      if (!listed.has(id)) {
-        this._closing.delete(id);
-      }
-    }
-    sessions = sessions.filter(session => !this._closing.has(session.id));
-    if (JSON.stringify(sessions) !== JSON.stringify(this._sessions)) {
-      this._sessions = sessions;
-      if (!this.isDisposed) {
-        this._runningChanged.emit();
-      }
-    }
+  refresh(): Promise<void> {
+    return this._sessions.refreshRunning();
   }
 
   /**
-   * Stop polling.
+   * Stop following the session model and the panels.
    */
   dispose(): void {
     if (this.isDisposed) {
       return;
     }
-    this._poll.dispose();
+    this._isDisposed = true;
     Signal.clearData(this);
+  }
+
+  /**
+   * Signal the model's list changes as the section's.
+   */
+  private _onRunningChanged(): void {
+    if (!this.isDisposed) {
+      this._runningChanged.emit();
+    }
   }
 
   /**
@@ -242,7 +231,7 @@ export class RunningToolTerminals
    */
   private _follow(
     _: IToolTerminalTracker,
-    widget: MainAreaWidget<ToolTerminalPanel>
+    widget: MainAreaWidget<IToolTerminal>
   ): void {
     const panel = widget.content;
     // The tracker announces a panel once the workspace saved it, which may be
@@ -252,15 +241,10 @@ export class RunningToolTerminals
     panel.sessionEnded.connect(this._refreshSoon, this);
     widget.disposed.connect(() => {
       const id = panel.sessionId;
-      // Closing the view of an agent's terminal leaves it running.
-      const detached = !!panel.connection?.session.agent;
-      if (id !== null && !detached && !this.isDisposed) {
-        this._closing.add(id);
-        const kept = this._sessions.filter(session => session.id !== id);
-        if (kept.length !== this._sessions.length) {
-          this._sessions = kept;
-          this._runningChanged.emit();
-        }
+      // Closing the view of an agent's terminal leaves it running; closing
+      // another's kills it, and its DELETE may still be on its way.
+      if (id !== null && !panel.session?.agent && !this.isDisposed) {
+        this._sessions.hide(id);
       }
       this._refreshSoon();
     });
@@ -268,18 +252,16 @@ export class RunningToolTerminals
 
   private _refreshSoon(): void {
     if (!this.isDisposed) {
-      void this._poll.refresh();
+      this._sessions.refreshSoon();
     }
   }
 
-  private _serverSettings: ServerConnection.ISettings;
+  private _sessions: ToolTerminalSessions;
   private _tracker: IToolTerminalTracker;
   private _instances: ToolInstances;
   private _commands: CommandRegistry;
   private _trans: TranslationBundle;
-  private _poll: Poll;
-  private _sessions: ISessionModel[] = [];
-  private _closing = new Set<string>();
+  private _isDisposed = false;
   private _runningChanged = new Signal<this, void>(this);
 }
 
@@ -292,9 +274,9 @@ export namespace RunningToolTerminals {
    */
   export interface IOptions {
     /**
-     * The server settings.
+     * The page's session model (it lists and polls the sessions).
      */
-    serverSettings: ServerConnection.ISettings;
+    sessions: ToolTerminalSessions;
 
     /**
      * The tracker of tool terminal panels.
@@ -315,15 +297,5 @@ export namespace RunningToolTerminals {
      * The translation bundle.
      */
     trans: TranslationBundle;
-
-    /**
-     * How often the list is refreshed while the page is visible (ms).
-     */
-    interval?: number;
-
-    /**
-     * Whether to start polling at once (default `true`).
-     */
-    auto?: boolean;
   }
 }

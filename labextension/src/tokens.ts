@@ -9,9 +9,10 @@
  */
 
 import type { IWidgetTracker, MainAreaWidget } from '@jupyterlab/apputils';
+import type { ITerminal } from '@jupyterlab/terminal';
 import { Token } from '@lumino/coreutils';
-
-import type { ToolTerminalPanel } from './panel';
+import type { ISignal } from '@lumino/signaling';
+import type { Widget } from '@lumino/widgets';
 
 /**
  * The npm name of the extension, used as the plugin id prefix.
@@ -75,13 +76,98 @@ export namespace CommandIDs {
 }
 
 /**
+ * A tool terminal panel, as other extensions may use it (like JupyterLab's
+ * `ITerminal.ITerminal`): one terminal session in a tool instance at a time,
+ * rendered by JupyterLab's terminal widget, with a new session offered once
+ * one ended.
+ */
+export interface IToolTerminal extends Widget {
+  /**
+   * The tool instance id of the panel.
+   */
+  readonly instanceId: string;
+
+  /**
+   * The current session id (a restored panel's saved one until it is
+   * attached), if any.
+   */
+  readonly sessionId: string | null;
+
+  /**
+   * The session attached, once the first one started.
+   */
+  readonly session: ISessionModel | null;
+
+  /**
+   * Whether the panel's session is live (not ended, not failed).
+   */
+  readonly isLive: boolean;
+
+  /**
+   * JupyterLab's terminal widget of the panel, once its first session
+   * started.
+   */
+  readonly terminal: ITerminal.ITerminal | null;
+
+  /**
+   * What the panel said when its session ended, or `null` while it is live.
+   */
+  readonly endMessage: string | null;
+
+  /**
+   * A signal emitted when the panel's session changed (first start or new
+   * session).
+   */
+  readonly sessionChanged: ISignal<this, ISessionModel>;
+
+  /**
+   * A signal emitted when the panel's session is over.
+   */
+  readonly sessionEnded: ISignal<this, void>;
+
+  /**
+   * A signal emitted when {@link endMessage} changed.
+   */
+  readonly endMessageChanged: ISignal<this, void>;
+
+  /**
+   * Open the panel's session: reattach to the saved one, or start one.
+   */
+  start(): Promise<void>;
+
+  /**
+   * Start a new session in the panel, after the previous one ended.
+   */
+  restart(): Promise<void>;
+
+  /**
+   * Reset the session: kill the shell and run the startup command again.
+   */
+  reset(): Promise<void>;
+
+  /**
+   * Kill the panel's session.
+   */
+  closeSession(): Promise<void>;
+
+  /**
+   * Set an option of the terminal widget (the panel keeps the options it
+   * relies on).
+   */
+  setTerminalOption<K extends keyof ITerminal.IOptions>(
+    option: K,
+    value: ITerminal.IOptions[K]
+  ): void;
+}
+
+/**
  * The tracker of tool terminal panels (like JupyterLab's `ITerminalTracker`).
  *
  * Other extensions use it to find, follow or act on the open tool terminals:
- * `tracker.currentWidget.content` is the current {@link ToolTerminalPanel}.
+ * `tracker.currentWidget.content` is the current {@link IToolTerminal}.
  */
 export type IToolTerminalTracker = IWidgetTracker<
-  MainAreaWidget<ToolTerminalPanel>
+  MainAreaWidget<IToolTerminal>
 >;
 
 /**
@@ -204,4 +290,14 @@ export interface ISessionAgent {
    * The name the user gave the agent.
    */
   name: string;
+}
+
+/**
+ * A session another user shared, as `GET .../sessions?role=observer` lists it.
+ */
+export interface IObservedSession extends ISessionModel {
+  /**
+   * Whose session it is.
+   */
+  owner: string;
 }

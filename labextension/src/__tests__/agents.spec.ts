@@ -34,8 +34,7 @@ import { AgentCommandIDs, agentsPlugin } from '../agents/plugin';
 import { agentLabels } from '../agents/share';
 import { setTitle } from '../commands';
 import { ControlStatus, formatRemaining } from '../agents/statusbar';
-import type { ToolTerminalPanel } from '../panel';
-import type { IToolTerminalTracker } from '../tokens';
+import type { IToolTerminal, IToolTerminalTracker } from '../tokens';
 import type { IFakeAnswer, IRecordedRequest } from './helpers';
 import {
   instanceModel,
@@ -566,11 +565,9 @@ describe("agents: an agent's terminal panel", () => {
       title,
       content: {
         instanceId: 'pg-1',
-        connection: {
-          session: { ...sessionModel('s1'), agent: { id: 'a1', name: 'cc' } }
-        }
+        session: { ...sessionModel('s1'), agent: { id: 'a1', name: 'cc' } }
       }
-    } as unknown as MainAreaWidget<ToolTerminalPanel>;
+    } as unknown as MainAreaWidget<IToolTerminal>;
     setTitle(widget, instanceModel(), trans);
     expect(title.label).toBe('PostgreSQL — agent: cc');
     expect(title.caption).toContain('opened by agent cc');

@@ -10,12 +10,13 @@ import type { Widget } from '@lumino/widgets';
 
 import { addCommands } from '../commands';
 import { ToolInstances } from '../instances';
-import type { ToolTerminalPanel } from '../panel';
+import type { IToolTerminal } from '../tokens';
 import { CommandIDs } from '../tokens';
 import type { IFakeAnswer } from './helpers';
 import {
   FakeWebSocket,
   instanceModel,
+  makeSessions,
   makeSettings,
   pathOf,
   quietCanvas,
@@ -37,7 +38,7 @@ async function setUp(answers: IFakeAnswer[]) {
     },
     contextMenuHitTest: () => undefined
   } as unknown as JupyterFrontEnd;
-  const tracker = new WidgetTracker<MainAreaWidget<ToolTerminalPanel>>({
+  const tracker = new WidgetTracker<MainAreaWidget<IToolTerminal>>({
     namespace: `test-${Math.random()}`
   });
   const instances = new ToolInstances({
@@ -45,7 +46,7 @@ async function setUp(answers: IFakeAnswer[]) {
     auto: false
   });
   addCommands(app, tracker, instances, {
-    serverSettings: made.settings,
+    sessions: makeSessions(made.settings),
     terminalOptions: {}
   });
   const dialogText = () =>
@@ -103,7 +104,7 @@ describe('addCommands', () => {
       instance: 'pg-1',
       session: 's1',
       name: 'tool-terminal-restored'
-    })) as MainAreaWidget<ToolTerminalPanel>;
+    })) as MainAreaWidget<IToolTerminal>;
     expect(t.added).toEqual([widget]);
     expect(widget.id).toBe('tool-terminal-restored');
     // Display name first in the tab, the rest in its tooltip.
@@ -132,7 +133,7 @@ describe('addCommands', () => {
     const open = async () =>
       (await t.commands.execute(CommandIDs.open, {
         instance: 'pg-1'
-      })) as MainAreaWidget<ToolTerminalPanel>;
+      })) as MainAreaWidget<IToolTerminal>;
     const first = await open();
     expect(first.title.label).toBe('PostgreSQL');
     const second = await open();
@@ -158,7 +159,7 @@ describe('addCommands', () => {
     await t.instances.refresh();
     const widget = (await t.commands.execute(CommandIDs.open, {
       instance: 'pg-1'
-    })) as MainAreaWidget<ToolTerminalPanel>;
+    })) as MainAreaWidget<IToolTerminal>;
     expect(widget.content.sessionId).toBe('s1');
     expect(t.tracker.has(widget)).toBe(true);
     widget.dispose();

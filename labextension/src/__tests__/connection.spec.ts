@@ -8,7 +8,13 @@ import {
   ToolTerminalConnection,
   webSocketUrl
 } from '../connection';
-import { FakeWebSocket, makeSettings, pathOf, sessionModel } from './helpers';
+import {
+  FakeWebSocket,
+  makeSessions,
+  makeSettings,
+  pathOf,
+  sessionModel
+} from './helpers';
 
 /**
  * Collect the messages, statuses, exits and errors of a connection.
@@ -50,7 +56,7 @@ function openConnection(
   const made = makeSettings();
   const connection = new ToolTerminalConnection({
     session: sessionModel('s1'),
-    serverSettings: made.settings,
+    sessions: makeSessions(made.settings),
     ...options
   });
   return { ...made, connection };
@@ -347,7 +353,7 @@ describe('ToolTerminalConnection', () => {
     ]);
     const connection = new ToolTerminalConnection({
       session: sessionModel('s1'),
-      serverSettings: settings
+      sessions: makeSessions(settings)
     });
     const changed: string[] = [];
     connection.sessionChanged.connect((_, s) => changed.push(s.id));
@@ -384,7 +390,7 @@ describe('ToolTerminalConnection', () => {
     ]);
     const connection = new ToolTerminalConnection({
       session: sessionModel('s1'),
-      serverSettings: settings
+      sessions: makeSessions(settings)
     });
     FakeWebSocket.last.open();
     await connection.reset();
@@ -401,7 +407,7 @@ describe('ToolTerminalConnection', () => {
     const { settings, requests } = makeSettings([{ status: 204 }]);
     const connection = new ToolTerminalConnection({
       session: sessionModel('s1'),
-      serverSettings: settings
+      sessions: makeSessions(settings)
     });
     let disposed = false;
     connection.disposed.connect(() => (disposed = true));
@@ -425,7 +431,7 @@ describe('ToolTerminalConnection', () => {
     ]);
     const connection = new ToolTerminalConnection({
       session: sessionModel('s1'),
-      serverSettings: settings
+      sessions: makeSessions(settings)
     });
     FakeWebSocket.last.open();
     await expect(connection.shutdown()).resolves.toBeUndefined();

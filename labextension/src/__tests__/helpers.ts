@@ -3,6 +3,7 @@
 
 import { ServerConnection } from '@jupyterlab/services';
 
+import { ToolTerminalSessions } from '../sessions';
 import type { ISessionModel, IToolInstance } from '../tokens';
 
 /**
@@ -119,6 +120,15 @@ export function makeSettings(
     ...overrides
   });
   return { settings, requests };
+}
+
+/**
+ * A session model of the page on test server settings, not polling.
+ */
+export function makeSessions(
+  serverSettings: ServerConnection.ISettings
+): ToolTerminalSessions {
+  return new ToolTerminalSessions({ serverSettings, auto: false });
 }
 
 /**

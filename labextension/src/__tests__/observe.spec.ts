@@ -7,14 +7,16 @@ import { CommandRegistry } from '@lumino/commands';
 import { Widget } from '@lumino/widgets';
 
 import {
-  createObserverPanel,
   listObserved,
   listObservers,
-  ObserveCommandIDs,
-  ObserverConnection,
-  observePlugin,
   shareReadOnly,
   stopSharing
+} from '../api';
+import {
+  createObserverPanel,
+  ObserveCommandIDs,
+  ObserverConnection,
+  observePlugin
 } from '../observe';
 import { toolTerminalSettings } from '../settings';
 import type { IToolTerminalTracker } from '../tokens';
@@ -32,20 +34,24 @@ import {
  * The observer plugin activated on an application with a live tool terminal
  * of session `s1` as the current panel.
  */
-function activate(answers: IFakeAnswer[]) {
+function activate(answers: IFakeAnswer[], restorer: unknown = null) {
   const made = makeSettings(answers);
   const commands = new CommandRegistry();
+  const added: Widget[] = [];
   const app = {
     commands,
     contextMenu: { addItem: () => undefined },
     serviceManager: { serverSettings: made.settings },
-    shell: { add: () => undefined, activateById: () => undefined }
+    shell: {
+      add: (widget: Widget) => added.push(widget),
+      activateById: () => undefined
+    }
   } as unknown as JupyterFrontEnd;
   const tracker = {
     currentWidget: { content: { isLive: true, sessionId: 's1' } }
   } as unknown as IToolTerminalTracker;
-  observePlugin.activate(app, tracker, null, null, null);
-  return { ...made, commands };
+  observePlugin.activate(app, tracker, null, null, null, restorer);
+  return { ...made, commands, added };
 }
 
 /**
@@ -193,6 +199,45 @@ describe('observe', () => {
     await commands.execute(ObserveCommandIDs.unshare);
     expect(document.querySelector('.jp-Dialog')).toBeNull();
     expect(requests.map(r => r.method)).toEqual(['GET']);
+  });
+
+  it('tracks observer panels and reopens a shared one after a reload', async () => {
+    const shared = { ...sessionModel('s2'), owner: 'bob' };
+    const restore = jest.fn();
+    const { commands, added, requests } = activate(
+      [
+        { status: 200, body: [shared] },
+        { status: 200, body: [] }
+      ],
+      { restore }
+    );
+    expect(restore).toHaveBeenCalledTimes(1);
+    const [observers, options] = restore.mock.calls[0];
+    expect(options.command).toBe(ObserveCommandIDs.observe);
+    const panel = (await commands.execute(ObserveCommandIDs.observe, {
+      session: 's2',
+      name: 'observer-1'
+    })) as Widget;
+    expect(added).toEqual([panel]);
+    expect(panel.id).toBe('observer-1');
+    expect(panel.title.label).toBe('pg-1 of bob (read-only)');
+    expect(observers.has(panel)).toBe(true);
+    expect(options.args(panel)).toEqual({
+      session: 's2',
+      name: 'observer-1'
+    });
+    expect(FakeWebSocket.last.url).toMatch(/\/websocket\/s2$/);
+    // No longer shared: the command fails, and the restorer forgets it.
+    await expect(
+      commands.execute(ObserveCommandIDs.observe, { session: 's2' })
+    ).rejects.toThrow('no longer shared');
+    expect(added).toHaveLength(1);
+    expect(requests.map(r => r.url)).toEqual([
+      expect.stringContaining('sessions?role=observer'),
+      expect.stringContaining('sessions?role=observer')
+    ]);
+    panel.dispose();
+    expect(observers.has(panel)).toBe(false);
   });
 
   it('an observer panel says why the owner ended the view, and does not retry', () => {

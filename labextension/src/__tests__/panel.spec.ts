@@ -6,6 +6,7 @@ import type { IFakeAnswer } from './helpers';
 import {
   FakeWebSocket,
   instanceModel,
+  makeSessions,
   makeSettings,
   pathOf,
   quietCanvas,
@@ -20,7 +21,7 @@ function makePanel(answers: IFakeAnswer[], sessionId?: string) {
   const made = makeSettings(answers);
   const panel = new ToolTerminalPanel({
     instance: 'pg-1',
-    serverSettings: made.settings,
+    sessions: makeSessions(made.settings),
     sessionId
   });
   const calls = () =>
@@ -155,7 +156,7 @@ describe('ToolTerminalPanel', () => {
     ]);
     const panel = new ToolTerminalPanel({
       instance: 'pg-1',
-      serverSettings: made.settings,
+      sessions: makeSessions(made.settings),
       sessionId: 's1',
       endMessage: 'The tool instance pg-1 stopped; the terminal has ended.'
     });

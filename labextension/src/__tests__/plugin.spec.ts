@@ -15,7 +15,13 @@ import { CATEGORY_RANK, LauncherTiles } from '../tiles';
 import type { IToolTerminalTracker } from '../tokens';
 import { CommandIDs } from '../tokens';
 import type { IFakeAnswer } from './helpers';
-import { instanceModel, makeSettings, pathOf, sessionModel } from './helpers';
+import {
+  instanceModel,
+  makeSessions,
+  makeSettings,
+  pathOf,
+  sessionModel
+} from './helpers';
 
 const trans = nullTranslator.load('jupyter-tool-terminal');
 const CATEGORY = trans.__('Tool Terminals');
@@ -88,12 +94,11 @@ function followingPanels(serverSettings: ServerConnection.ISettings) {
   } as unknown as IToolTerminalTracker;
   const instances = new ToolInstances({ serverSettings, auto: false });
   const running = new RunningToolTerminals({
-    serverSettings,
+    sessions: makeSessions(serverSettings),
     tracker,
     instances,
     commands: new CommandRegistry(),
-    trans,
-    auto: false
+    trans
   });
   return { widgetAdded, running, instances };
 }
@@ -353,12 +358,11 @@ describe('RunningToolTerminals', () => {
       auto: false
     });
     const running = new RunningToolTerminals({
-      serverSettings: made.settings,
+      sessions: makeSessions(made.settings),
       tracker,
       instances,
       commands,
-      trans,
-      auto: false
+      trans
     });
     return { ...made, running, opened, instances };
   }
@@ -482,7 +486,7 @@ describe('RunningToolTerminals', () => {
     await running.refresh();
     const content = {
       sessionId: 's1',
-      connection: { session: agentSession },
+      session: agentSession,
       sessionChanged: new Signal<unknown, unknown>({}),
       sessionEnded: new Signal<unknown, unknown>({})
     };
