@@ -719,8 +719,14 @@ class ScreenModel:
         self._credited = time.monotonic()
         self._budget = budget
         self.closed = False
+        self._open_emulator(min(rows, MAX_MODEL_ROWS), min(cols, MAX_MODEL_COLS))
 
     # -- what a backend provides ------------------------------------------------------------
+
+    def _open_emulator(self, rows: int, cols: int) -> None:
+        """Make the emulator, of ``rows`` x ``cols`` (at most the largest model) and
+        ``scrollback_lines``: the backend's own state starts here."""
+        raise NotImplementedError
 
     def _feed_text(self, text: str) -> Job | None:
         """Feed ``text`` to the emulator (at most ``slice_chars``): at once, or as a job."""
@@ -1007,21 +1013,8 @@ class PyteScreenModel(ScreenModel):
 
     backend = "pyte"
 
-    def __init__(
-        self,
-        rows: int = 24,
-        cols: int = 80,
-        *,
-        scrollback_lines: int,
-        lookback: int,
-        budget: ScreenBudget | None = None,
-    ) -> None:
-        super().__init__(
-            rows, cols, scrollback_lines=scrollback_lines, lookback=lookback, budget=budget
-        )
-        self._screen = _ModelScreen(
-            min(cols, MAX_MODEL_COLS), min(rows, MAX_MODEL_ROWS), scrollback_lines
-        )
+    def _open_emulator(self, rows: int, cols: int) -> None:
+        self._screen = _ModelScreen(cols, rows, self.scrollback_lines)
         self._stream = _ModelStream(self._screen)
         # pyte honours the character set designations (DEC line drawing: ``ESC ( 0``) only
         # outside its UTF-8 mode; the text it is fed is decoded already, so that mode only

@@ -27,11 +27,8 @@ import unicodedata
 
 from .ghostty import Terminal
 from .screen import (
-    MAX_MODEL_COLS,
-    MAX_MODEL_ROWS,
     SCROLLBACK_CHARS,
     Job,
-    ScreenBudget,
     ScreenModel,
 )
 
@@ -161,21 +158,8 @@ class GhosttyScreenModel(ScreenModel):
     slice_chars = SLICE_BYTES // 4
     session_share_mib = 40  # (its measured worst case, 28.5-34.5 MiB, fits)
 
-    def __init__(
-        self,
-        rows: int = 24,
-        cols: int = 80,
-        *,
-        scrollback_lines: int,
-        lookback: int,
-        budget: ScreenBudget | None = None,
-    ) -> None:
-        super().__init__(
-            rows, cols, scrollback_lines=scrollback_lines, lookback=lookback, budget=budget
-        )
-        self._term = Terminal(
-            min(rows, MAX_MODEL_ROWS), min(cols, MAX_MODEL_COLS), scrollback_lines
-        )
+    def _open_emulator(self, rows: int, cols: int) -> None:
+        self._term = Terminal(rows, cols, self.scrollback_lines)
         #: What the worker last saw: (rows, cols, scrollback rows), for the memory estimate.
         self._extent = (self._term.rows, self._term.cols, 0)
         #: The saved cursor of each screen (main: False, alternate: True) as the VT that saves
