@@ -9,7 +9,10 @@ and grants it control, then measures, side by side in one run:
 * ``exec``: a fresh ``docker exec CONTAINER true`` per command (the CLI), how agents run commands
   in containers today;
 * ``raw``: the round trip of ``true`` through one long-lived raw exec TTY socket (the Docker
-  SDK), no server at all: the floor of a typed command.
+  SDK), no server at all: the floor of a typed command;
+* ``post``: the same ``run_command`` and ``list_terminals`` as bare JSON-RPC POSTs on one kept-alive
+  HTTP connection (what the SDK client sends, without its machinery): the server's own part of
+  an MCP call, which shows whether the SDK client is the bottleneck.
 
 It prints p50/p99 in milliseconds and the ratios; the container and the server are removed at
 the end, also on failure.
@@ -120,7 +123,7 @@ def server(owner: str) -> t.Iterator[tuple[str, str]]:
 
 async def measure_mcp(
     url: str, agent_token: str, instance: str, count: int
-) -> tuple[list[float], list[float]]:
+) -> tuple[list[float], list[float], list[float], list[float]]:
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {agent_token}"}, timeout=60)
     transport = streamable_http_client(url, http_client=http)
     async with http, Client(transport, mode="legacy") as client:
@@ -139,7 +142,37 @@ async def measure_mcp(
             started = time.perf_counter()
             await client.call_tool("list_terminals", {})
             calls.append(time.perf_counter() - started)
-        return times, calls
+        post, post_calls = await measure_post(url, agent_token, session, count)
+        return times, calls, post, post_calls
+
+
+async def measure_post(
+    url: str, agent_token: str, session: str, count: int
+) -> tuple[list[float], list[float]]:
+    """``run_command`` of ``true`` and ``list_terminals`` as bare JSON-RPC POSTs."""
+    headers = {
+        "Authorization": f"Bearer {agent_token}",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-11-25",
+    }
+
+    async def timed(http: httpx2.AsyncClient, name: str, arguments: dict[str, str]) -> float:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
+        body["params"] = {"name": name, "arguments": arguments}
+        started = time.perf_counter()
+        response = await http.post(url, json=body)
+        took = time.perf_counter() - started
+        answer = response.json()
+        assert not answer["result"].get("isError"), answer
+        return took
+
+    async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+        run = {"session": session, "command": "true"}
+        for _ in range(5):  # warm-up
+            await timed(http, "run_command", run)
+        commands = [await timed(http, "run_command", run) for _ in range(count)]
+        calls = [await timed(http, "list_terminals", {}) for _ in range(count)]
+    return commands, calls
 
 
 def measure_exec(container: str, count: int) -> list[float]:
@@ -204,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
                 "POST",
                 {"minutes": 60},
             )
-            mcp, calls = asyncio.run(
+            mcp, calls, post, post_calls = asyncio.run(
                 measure_mcp(base + "tool-terminal/mcp", agent["token"], name, args.count)
             )
         exec_times = measure_exec(name, min(args.count, 100))
@@ -215,6 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     results = {
         "mcp": figures(mcp),
         "mcp_call": figures(calls),
+        "post": figures(post),
+        "post_call": figures(post_calls),
         "exec": figures(exec_times),
         "raw": figures(raw),
     }
@@ -224,7 +259,8 @@ def main(argv: list[str] | None = None) -> int:
         f"run_command p50 {results['mcp']['p50']} ms, p99 {results['mcp']['p99']} ms; "
         f"docker exec p50 {results['exec']['p50']} ms ({speedup:.1f}x slower); raw exec round "
         f"trip p50 {results['raw']['p50']} ms; an MCP call alone (list_terminals) p50 "
-        f"{results['mcp_call']['p50']} ms"
+        f"{results['mcp_call']['p50']} ms; as bare POSTs (the server's part) run_command p50 "
+        f"{results['post']['p50']} ms, list_terminals p50 {results['post_call']['p50']} ms"
     )
     return 0
 
