@@ -16,6 +16,10 @@ and grants it control, then measures, side by side in one run:
 
 It prints p50/p99 in milliseconds and the ratios; the container and the server are removed at
 the end, also on failure.
+
+``--agents N`` measures instead what N agents cost a human in the same server: a person's echo
+(keystroke to echo over the terminal's WebSocket, as the main benchmark types) alone, then
+while N agents, each in a terminal of its own, run ``true`` back to back over MCP.
 """
 
 from __future__ import annotations
@@ -40,6 +44,10 @@ import docker
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+
+from client import Client as BenchClient
+from client import type_keys
+from common import Target
 
 REPO = Path(__file__).resolve().parent.parent
 IMAGE = "jupyter-tool-terminal-test:latest"
@@ -76,8 +84,9 @@ def request(url: str, token: str, method: str = "GET", body: t.Any = None) -> t.
 
 
 @contextlib.contextmanager
-def server(owner: str) -> t.Iterator[tuple[str, str]]:
-    """A jupyter server with the extension; yields (base URL, token)."""
+def server(owner: str, **settings: t.Any) -> t.Iterator[tuple[str, str]]:
+    """A jupyter server with the extension (and ToolTerminalApp ``settings``); yields (base
+    URL, token)."""
     token = secrets.token_hex(16)
     port = free_port()
     with tempfile.TemporaryDirectory() as folder:
@@ -88,6 +97,7 @@ def server(owner: str) -> t.Iterator[tuple[str, str]]:
                 "owner": owner,
                 "agents_file": "",
                 "tool_types": {"sandbox": {"display_name": "Sandbox", "shell": ["/bin/sh"]}},
+                **settings,
             },
         }
         Path(folder, "jupyter_server_config.json").write_text(json.dumps(config))
@@ -175,6 +185,64 @@ async def measure_post(
     return commands, calls
 
 
+async def agent_at_work(url: str, agent_token: str, instance: str, stop: asyncio.Event) -> int:
+    """An agent running ``true`` in a terminal of its own until ``stop``; how many it ran."""
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {agent_token}"}, timeout=60)
+    async with http, Client(streamable_http_client(url, http_client=http), mode="legacy") as mcp:
+        opened = await mcp.call_tool("open_terminal", {"instance": instance})
+        session = opened.structured_content["session"]
+        ran = 0
+        while not stop.is_set():
+            result = await mcp.call_tool("run_command", {"session": session, "command": "true"})
+            assert result.structured_content["exit_code"] == 0, result
+            ran += 1
+        await mcp.call_tool("close_terminal", {"session": session})
+        return ran
+
+
+async def measure_human_beside_agents(
+    base: str, token: str, instance: str, agents: int, keys: int
+) -> dict[str, t.Any]:
+    """A person's echo alone, then beside ``agents`` agents at work (see the docstring)."""
+    target = Target(key="tool", kind="tool", base=base.rstrip("/"), token=token, container=instance)
+    client = BenchClient()
+    try:
+        term, _ = await client.open(target)
+        alone: list[float] = []
+        await type_keys(term, alone, count=keys)
+        tokens = []
+        for index in range(agents):
+            agent = request(base + "tool-terminal/api/agents", token, "POST", {"name": f"a{index}"})
+            request(
+                base + f"tool-terminal/api/agents/{agent['id']}/control",
+                token,
+                "POST",
+                {"minutes": 60},
+            )
+            tokens.append(agent["token"])
+        stop = asyncio.Event()
+        url = base + "tool-terminal/mcp"
+        workers = [asyncio.create_task(agent_at_work(url, key, instance, stop)) for key in tokens]
+        beside: list[float] = []
+        try:
+            await asyncio.sleep(2)  # (every agent has its terminal and works)
+            started = time.perf_counter()
+            await type_keys(term, beside, count=keys)
+            took = time.perf_counter() - started
+        finally:
+            stop.set()
+            ran = await asyncio.gather(*workers)
+        await client.close_term(target, term)
+    finally:
+        client.close()
+    return {
+        "echo_alone": figures(alone),
+        "echo_beside_agents": figures(beside),
+        "agents": agents,
+        "agent_commands_per_s": round(sum(ran) / took, 1),
+    }
+
+
 def measure_exec(container: str, count: int) -> list[float]:
     times = []
     for _ in range(count):
@@ -216,6 +284,7 @@ def measure_raw(api: t.Any, container: str, count: int) -> list[float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=200)
+    parser.add_argument("--agents", type=int, default=0, help="agents beside a typing person")
     args = parser.parse_args(argv)
     client = docker.from_env()
     owner = "bench"
@@ -229,6 +298,14 @@ def main(argv: list[str] | None = None) -> int:
         labels={"jupyter-tool-terminal.owner": owner, "jupyter-tool-terminal.tool": "sandbox"},
     )
     try:
+        if args.agents:
+            limits = {"max_agents_per_user": args.agents, "max_sessions_per_user": args.agents + 1}
+            with server(owner, **limits) as (base, token):
+                outcome = asyncio.run(
+                    measure_human_beside_agents(base, token, name, args.agents, args.count)
+                )
+            print(json.dumps(outcome, indent=1))
+            return 0
         with server(owner) as (base, token):
             agent = request(base + "tool-terminal/api/agents", token, "POST", {"name": "bench"})
             request(

@@ -276,6 +276,7 @@ class MCPHandler(ExtensionHandlerMixin, web.RequestHandler):
         if agents is None or self.agent is None:
             self.refuse(403, "Tool terminals are not available on this server.")
             return
+        await agents.pacer.admit()
         await agents.bridge.handle(self, self.agent, b"".join(self._body))
 
     async def post(self) -> None:

@@ -10,6 +10,7 @@ from ..manager import SessionManager
 from ..redaction import Redactor
 from .audit import AgentAudit
 from .endpoint import MCPBridge
+from .pacing import AgentPacer
 from .store import Agent, AgentStore
 from .tools import AGENT_REVOKED, AgentTools
 
@@ -25,6 +26,8 @@ class Agents:
     tools: AgentTools
     bridge: MCPBridge
     audit: AgentAudit
+    #: Holds agents' requests while the event loop is late (people's terminals come first).
+    pacer: AgentPacer = dataclasses.field(default_factory=AgentPacer)
 
     async def revoke(self, agent: Agent, username: str) -> None:
         """Delete ``agent``: its token stops working at once, then its terminals end."""
@@ -40,6 +43,7 @@ class Agents:
 
     async def stop(self) -> None:
         """Stop the MCP bridge (the sessions themselves end with the session manager)."""
+        self.pacer.close()
         await self.bridge.stop()
 
 

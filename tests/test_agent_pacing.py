@@ -1,0 +1,101 @@
+"""Agents yield to people: agents' requests wait while the event loop is late (AgentPacer).
+
+The loop is made late the way twenty busy agents make it: work that holds it for 20 ms at a
+time; the benchmark (``benchmarks/agent_commands.py --agents 20``) measures what it gives a
+person's echo.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import typing as t
+
+from jupyter_tool_terminal.agents.pacing import AgentPacer
+
+
+async def measured(pacer: AgentPacer, until: t.Callable[[], bool]) -> None:
+    """Return once the pacer's measurements made ``until`` true (they are all there is to
+    wait for: each is a timer on this loop)."""
+    while not until():  # noqa: ASYNC110 - (a measurement is a timer, not an event)
+        await asyncio.sleep(0)
+
+
+@contextlib.asynccontextmanager
+async def late_loop(pacer: AgentPacer) -> t.AsyncIterator[None]:
+    """The loop held 20 ms at a time until the block ends; entered once the pacer saw it."""
+    stop = asyncio.Event()
+
+    async def hold() -> None:
+        while not stop.is_set():
+            time.sleep(0.02)  # noqa: ASYNC251 - holding the loop is the point
+            await asyncio.sleep(0)
+
+    holder = asyncio.create_task(hold())
+    try:
+        await measured(pacer, until=lambda: pacer.lag > pacer.lag_limit)
+        yield
+    finally:
+        stop.set()
+        await holder
+
+
+async def test_a_request_is_let_in_at_once_while_the_loop_is_on_time() -> None:
+    pacer = AgentPacer()
+    try:
+        started = time.perf_counter()
+        for _ in range(10):
+            await pacer.admit()
+        assert time.perf_counter() - started < pacer.probe_interval
+        assert pacer.held == 0
+    finally:
+        pacer.close()
+
+
+async def test_requests_wait_while_the_loop_is_late_and_go_in_one_at_a_time() -> None:
+    pacer = AgentPacer()
+    await pacer.admit()  # (starts the measuring)
+    admitted: list[int] = []
+
+    async def request(number: int) -> None:
+        await pacer.admit()
+        admitted.append(number)
+
+    try:
+        async with late_loop(pacer):
+            requests = [asyncio.create_task(request(number)) for number in range(3)]
+            # Ten of the pacer's measurements, every one of them late: nobody was let in.
+            start = pacer.measurements
+            await measured(pacer, until=lambda: pacer.measurements >= start + 10)
+            assert admitted == []
+            assert pacer.held == 3
+        await asyncio.gather(*requests)
+        assert admitted == [0, 1, 2]
+    finally:
+        pacer.close()
+
+
+async def test_a_waiting_request_that_is_cancelled_does_not_hold_up_the_next() -> None:
+    pacer = AgentPacer()
+    await pacer.admit()
+    try:
+        async with late_loop(pacer):
+            first = asyncio.create_task(pacer.admit())
+            second = asyncio.create_task(pacer.admit())
+            await asyncio.sleep(0)
+            first.cancel()
+        await asyncio.wait_for(second, 5)
+        assert first.cancelled()
+    finally:
+        pacer.close()
+
+
+async def test_closing_lets_every_waiting_request_in() -> None:
+    pacer = AgentPacer()
+    await pacer.admit()
+    async with late_loop(pacer):
+        waiting = [asyncio.create_task(pacer.admit()) for _ in range(3)]
+        await asyncio.sleep(0)
+        pacer.close()
+        await asyncio.wait_for(asyncio.gather(*waiting), 5)
