@@ -32,6 +32,7 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> t.Iterator[Hub]:
         yield hub
 
 
+@pytest.mark.timeout(300)  # (a Hub started and stopped: 110-120 s on a busy machine)
 async def test_an_agent_through_the_hub_service(hub: Hub, make_instance: InstanceFactory) -> None:
     container = make_instance(owner="alice")
     alice = Browser(hub, "alice")

@@ -62,6 +62,7 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> t.Iterator[Hub]:
         yield hub
 
 
+@pytest.mark.timeout(300)  # (a Hub started and stopped: 110-120 s on a busy machine)
 async def test_culling_an_idle_server_leaves_the_users_tool_terminal(
     hub: Hub, make_instance: InstanceFactory
 ) -> None:

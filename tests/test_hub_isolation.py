@@ -204,6 +204,7 @@ def hub(unix_users: None, tmp_path_factory: pytest.TempPathFactory) -> t.Iterato
         shutil.rmtree(shared, ignore_errors=True)
 
 
+@pytest.mark.timeout(300)  # (a Hub started and stopped: 110-120 s on a busy machine)
 async def test_a_students_code_reaches_no_engine_no_service_secret_no_hub_file(
     hub: Hub, make_instance: InstanceFactory
 ) -> None:
