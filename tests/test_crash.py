@@ -9,8 +9,10 @@ and runtime directory) kills what a dead server left, and never what a live one 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import secrets
+import signal
 import typing as t
 from pathlib import Path
 
@@ -114,6 +116,19 @@ def _running_with(argument: str) -> list[int]:
     return found
 
 
+@contextlib.contextmanager
+def _killed_at_the_end(*arguments: str) -> t.Iterator[None]:
+    """Whatever the test did, no ``sleep ARGUMENT`` it started outlives it (a failed reclaim
+    would leave them to the next run, where they would be counted)."""
+    try:
+        yield
+    finally:
+        for argument in arguments:
+            for pid in _running_with(argument):
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+
+
 async def test_local_shells_of_a_killed_server_are_reclaimed_at_its_next_start(
     tmp_path: Path,
 ) -> None:
@@ -121,7 +136,7 @@ async def test_local_shells_of_a_killed_server_are_reclaimed_at_its_next_start(
         "runtime": "local",
         "local_instances": {"here": {"tool": "sandbox", "root": str(tmp_path / "here")}},
     }
-    with running_servers() as servers:
+    with running_servers() as servers, _killed_at_the_end("3104", "3105"):
         first = await add_server(servers, tmp_path / "server", **local)
         _, term = await first.terminal("here")
         await _background(term, "sleep 3104")
