@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import time
 import typing as t
 
@@ -56,22 +57,37 @@ async def test_a_request_is_let_in_at_once_while_the_loop_is_on_time() -> None:
 async def test_requests_wait_while_the_loop_is_late_and_go_in_one_at_a_time() -> None:
     pacer = AgentPacer()
     await pacer.admit()  # (starts the measuring)
-    admitted: list[int] = []
+    admitted: list[tuple[int, float]] = []
 
     async def request(number: int) -> None:
         await pacer.admit()
-        admitted.append(number)
+        admitted.append((number, time.perf_counter()))
 
     try:
         async with late_loop(pacer):
+            asked = time.perf_counter()
             requests = [asyncio.create_task(request(number)) for number in range(3)]
-            # Ten of the pacer's measurements, every one of them late: nobody was let in.
+            # The loop stays late: they go in, in turn, one every floor interval at the most.
+            await asyncio.gather(*requests)
+        assert [number for number, _ in admitted] == [0, 1, 2]
+        times = [asked] + [when for _, when in admitted]
+        gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+        assert min(gaps) >= pacer.floor_interval * 0.9, gaps
+        assert pacer.held == 3
+    finally:
+        pacer.close()
+
+
+async def test_a_request_waits_no_longer_than_the_loop_is_late() -> None:
+    pacer = AgentPacer(floor_interval=60)
+    await pacer.admit()
+    try:
+        async with late_loop(pacer):
+            waiting = asyncio.create_task(pacer.admit())
             start = pacer.measurements
-            await measured(pacer, until=lambda: pacer.measurements >= start + 10)
-            assert admitted == []
-            assert pacer.held == 3
-        await asyncio.gather(*requests)
-        assert admitted == [0, 1, 2]
+            await measured(pacer, until=lambda: pacer.measurements >= start + 5)
+            assert not waiting.done()  # (five late measurements, and no floor within a minute)
+        await asyncio.wait_for(waiting, 5)  # on time again: in
     finally:
         pacer.close()
 
