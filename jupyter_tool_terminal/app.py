@@ -43,7 +43,7 @@ from .handover import (
     default_socket_path,
 )
 from .hub_api import HubActivityReporter, HubUserDirectory, running_as_hub_service
-from .manager import MAX_OBSERVERS, SessionManager
+from .manager import MAX_OBSERVERS, ToolTerminalManager
 from .page import LoginPage, ToolTilesPage
 from .recording import Recorder
 from .redaction import Redactor
@@ -95,6 +95,13 @@ class ToolTerminalApp(ExtensionApp):
         since its first one is killed, as root, including those no session can be told by). A
         tool type with an unknown key or a bad value disables the extension with an error at
         start-up.""",
+    ).tag(config=True)
+
+    manager_class = Type(
+        default_value=ToolTerminalManager,
+        klass=ToolTerminalManager,
+        help="""The class of the registry of tool terminals (a subclass of ToolTerminalManager),
+        as ServerApp.terminal_manager_class is for Jupyter's own terminals.""",
     ).tag(config=True)
 
     max_sessions_per_user = Integer(
@@ -421,7 +428,7 @@ class ToolTerminalApp(ExtensionApp):
     #: The runtime that runs the shells (created at start-up unless a test or embedder set one).
     tool_runtime: ToolRuntime | None = None
     #: The registry of sessions; ``None`` while the extension is disabled by a config error.
-    session_manager: SessionManager | None = None
+    session_manager: ToolTerminalManager | None = None
     #: Reports users' activity to JupyterHub when this server is a Hub service, else ``None``.
     hub_activity: HubActivityReporter | None = None
     setup_notes: List[SetupNote] = List(
@@ -488,7 +495,7 @@ class ToolTerminalApp(ExtensionApp):
         if running_as_hub_service():
             self.hub_activity = HubActivityReporter(parent=self, log=self.log)
             user_directory = HubUserDirectory(parent=self, log=self.log)
-        self.session_manager = SessionManager(
+        self.session_manager = self.manager_class(
             runtime=self.tool_runtime,
             tool_types=tool_types,
             max_sessions=self.max_sessions,

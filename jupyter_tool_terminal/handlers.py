@@ -19,10 +19,10 @@ from tornado.ioloop import PeriodicCallback
 from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
 from . import metrics
-from .manager import SessionError, SessionManager, valid_session_id
+from .manager import SessionError, ToolTerminalManager, valid_session_id
 from .recheck import recheck_handler
 from .runtime.base import valid_instance_id
-from .session import Session, clamp_size
+from .session import ToolTerminal, clamp_size
 
 if t.TYPE_CHECKING:
     from .app import ToolTerminalApp
@@ -87,7 +87,7 @@ class ToolTerminalMixin(ExtensionHandlerMixin):
         return t.cast("ToolTerminalApp", self.extensionapp)
 
     @property
-    def tool_sessions(self) -> SessionManager:
+    def tool_sessions(self) -> ToolTerminalManager:
         """The registry of sessions; :class:`web.HTTPError` 503 if the extension is disabled."""
         manager = self.tool_app.session_manager
         if manager is None:
@@ -133,7 +133,7 @@ class ToolTerminalMixin(ExtensionHandlerMixin):
             )
         super().on_finish()  # type: ignore[misc]
 
-    def _refused_target(self, manager: SessionManager, session_id: str | None) -> str:
+    def _refused_target(self, manager: ToolTerminalManager, session_id: str | None) -> str:
         """What a refused request asked for, for the log (whose session it is, if one)."""
         if session_id is not None:
             session = manager.sessions.get(session_id)
@@ -235,7 +235,7 @@ class ToolTerminalAPIHandler(ToolTerminalMixin, APIHandler):
         except (UnicodeDecodeError, ValueError, RecursionError):
             return None
 
-    def _session(self, session_id: str) -> Session:
+    def _session(self, session_id: str) -> ToolTerminal:
         """The caller's own session ``session_id`` (else 403, as for one that does not exist)."""
         try:
             return self.tool_sessions.get_session(self.owner(), session_id)
@@ -361,7 +361,7 @@ class ObserverHandler(ToolTerminalAPIHandler):
         self.finish()
 
 
-def _observed_model(session: Session) -> dict[str, t.Any]:
+def _observed_model(session: ToolTerminal) -> dict[str, t.Any]:
     """A session as an observer sees it listed: whose it is, and that it is read-only."""
     return {**session.model(), "owner": session.owner, "role": "observer"}
 
@@ -412,7 +412,7 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
     """``/tool-terminal/websocket/{session_id}``: terminado's protocol over one session."""
 
     auth_resource = AUTH_RESOURCE
-    session: Session | None = None
+    session: ToolTerminal | None = None
     size: tuple[int, int] | None = None
     #: Who connected, as the session knows them (owner label value or observer name).
     principal = ""
@@ -544,7 +544,7 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
             return None
         return self.tool_app.principal_for(user, self.identity_provider)
 
-    async def _still_allowed(self, session: Session) -> bool:
+    async def _still_allowed(self, session: ToolTerminal) -> bool:
         # The upgrade request authenticated again, on a handler of its own (see recheck.py).
         request = recheck_handler(self)
         user = await ensure_async(self.identity_provider.get_user(request))
@@ -599,7 +599,7 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
         else:
             self.log.debug("Ignoring tool terminal message of unknown type")
 
-    def _stdin(self, session: Session, command: list[t.Any]) -> None:
+    def _stdin(self, session: ToolTerminal, command: list[t.Any]) -> None:
         if len(command) < 2 or not isinstance(command[1], str):
             self._error('Malformed frame: expected ["stdin", "text"].')
             return
@@ -610,7 +610,7 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
                 "Wait for it, or reset the terminal."
             )
 
-    def _set_size(self, session: Session, command: list[t.Any]) -> None:
+    def _set_size(self, session: ToolTerminal, command: list[t.Any]) -> None:
         rows, cols = [*command[1:3], None, None][:2]
         if not all(_is_size(value) for value in (rows, cols)):
             self._error('Malformed frame: expected ["set_size", rows, cols] with integers.')

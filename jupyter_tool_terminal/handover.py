@@ -48,9 +48,9 @@ import typing as t
 
 from tornado.httpserver import HTTPServer
 
-from .manager import SessionManager
+from .manager import ToolTerminalManager
 from .runtime import ShellChannel, ToolRuntime
-from .session import Session
+from .session import ToolTerminal
 from .tooltypes import ToolType
 
 #: The protocol's version: a successor and a predecessor of different versions do not talk.
@@ -179,7 +179,7 @@ class Predecessor:
         self,
         path: str,
         *,
-        manager: SessionManager,
+        manager: ToolTerminalManager,
         runtime: ToolRuntime,
         http_server: t.Callable[[], HTTPServer | None],
         on_handed_over: t.Callable[[], None],
@@ -306,7 +306,7 @@ class Predecessor:
         return True
 
     async def _state(
-        self, suspended: list[tuple[Session, ShellChannel]]
+        self, suspended: list[tuple[ToolTerminal, ShellChannel]]
     ) -> tuple[dict[str, t.Any], list[int]]:
         sessions, fds = [], []
         for session, channel in suspended:
@@ -416,7 +416,10 @@ class Successor:
 
 
 async def adopt(
-    inheritance: Inheritance, manager: SessionManager, runtime: ToolRuntime, log: logging.Logger
+    inheritance: Inheritance,
+    manager: ToolTerminalManager,
+    runtime: ToolRuntime,
+    log: logging.Logger,
 ) -> None:
     """Go on with every session of ``inheritance`` here (its shells were the predecessor's)."""
     for entry, sock in inheritance.sessions:

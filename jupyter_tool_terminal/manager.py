@@ -17,7 +17,7 @@ from .recording import Recorder, RecordingError
 from .runtime import RuntimeUnavailable, ToolRuntime
 from .runtime.base import Instance, ShellChannel, valid_instance_id
 from .screen import ScreenModels
-from .session import Session
+from .session import ToolTerminal
 from .tooltypes import ToolType
 
 #: What a request for a new session is told while the server stops.
@@ -124,7 +124,7 @@ class UserDirectory(t.Protocol):
         """Whether a user ``name`` exists; ``None`` if it cannot tell."""
 
 
-class SessionManager:
+class ToolTerminalManager:
     """Creates, finds and ends sessions, and enforces who may see which."""
 
     def __init__(
@@ -183,9 +183,9 @@ class SessionManager:
         self.on_activity = on_activity
         #: Who the users are, where something knows (a Hub); shares name existing users only.
         self.user_directory = user_directory
-        self.sessions: dict[str, Session] = {}
+        self.sessions: dict[str, ToolTerminal] = {}
         #: Called with every session that ends (after it left ``sessions``).
-        self.ended_listeners: list[t.Callable[[Session], None]] = []
+        self.ended_listeners: list[t.Callable[[ToolTerminal], None]] = []
         # Slots taken by sessions still starting, so that limits hold under concurrency.
         self._starting: dict[str, int] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
@@ -211,11 +211,11 @@ class SessionManager:
 
     # -- queries ------------------------------------------------------------------------------
 
-    def list_sessions(self, owner: str) -> list[Session]:
+    def list_sessions(self, owner: str) -> list[ToolTerminal]:
         """The caller's sessions, oldest first."""
         return [session for session in self.sessions.values() if session.owner == owner]
 
-    def get_session(self, owner: str, session_id: t.Any) -> Session:
+    def get_session(self, owner: str, session_id: t.Any) -> ToolTerminal:
         """The caller's session ``session_id``; :class:`NotPermitted` for anything else."""
         session = self.sessions.get(session_id) if valid_session_id(session_id) else None
         if session is None or session.owner != owner or session.ended:
@@ -223,7 +223,7 @@ class SessionManager:
             raise NotPermitted(msg)
         return session
 
-    def get_viewable(self, principal: str, session_id: t.Any) -> tuple[Session, bool]:
+    def get_viewable(self, principal: str, session_id: t.Any) -> tuple[ToolTerminal, bool]:
         """The session ``session_id`` if ``principal`` owns or observes it, and whether it
         only observes; :class:`NotPermitted` (as for a session that does not exist) else."""
         session = self.sessions.get(session_id) if valid_session_id(session_id) else None
@@ -235,7 +235,7 @@ class SessionManager:
         msg = "No such session for this user."
         raise NotPermitted(msg)
 
-    def list_observed(self, principal: str) -> list[Session]:
+    def list_observed(self, principal: str) -> list[ToolTerminal]:
         """Sessions of other users that ``principal`` was granted a view of."""
         return [
             session
@@ -245,7 +245,7 @@ class SessionManager:
 
     # -- observers ----------------------------------------------------------------------------
 
-    async def grant(self, session: Session, user: t.Any, username: str) -> None:
+    async def grant(self, session: ToolTerminal, user: t.Any, username: str) -> None:
         """Let ``user`` watch ``session`` read-only (``username`` is the granting owner's)."""
         if not isinstance(user, str) or not USER_NAME.fullmatch(user):
             msg = "The user must be a user name (1-128 characters, no spaces or '/')."
@@ -269,7 +269,7 @@ class SessionManager:
         self.log.info("Tool terminal %s shared read-only with %s", session.id[:8], user)
         self._audit("grant", session, username=username, observer=user)
 
-    def revoke(self, session: Session, user: str, username: str) -> None:
+    def revoke(self, session: ToolTerminal, user: str, username: str) -> None:
         """Stop sharing ``session`` with ``user``; its connections close at once."""
         if user not in session.observers:
             msg = f"The terminal is not shared with {user}."
@@ -309,7 +309,7 @@ class SessionManager:
         username: str,
         agent: dict[str, str] | None = None,
         size: tuple[int, int] | None = None,
-    ) -> Session:
+    ) -> ToolTerminal:
         """Start a session in the caller's instance ``instance_id``.
 
         ``owner`` is the owner label the caller acts as; ``username`` their Jupyter username;
@@ -347,7 +347,7 @@ class SessionManager:
         username: str,
         agent: dict[str, str] | None,
         size: tuple[int, int] | None,
-    ) -> Session:
+    ) -> ToolTerminal:
         started = time.monotonic()
         if not valid_instance_id(instance_id):
             msg = "No such tool instance for this user."
@@ -411,8 +411,8 @@ class SessionManager:
 
     def _new_session(
         self, owner: str, username: str, instance: Instance, tool: ToolType
-    ) -> Session:
-        return Session(
+    ) -> ToolTerminal:
+        return ToolTerminal(
             owner=owner,
             username=username,
             instance=instance,
@@ -429,7 +429,7 @@ class SessionManager:
 
     # -- hand-over (see handover.py) ----------------------------------------------------------
 
-    async def suspend_all(self) -> list[tuple[Session, ShellChannel]]:
+    async def suspend_all(self) -> list[tuple[ToolTerminal, ShellChannel]]:
         """Refuse new sessions and suspend every session for a hand-over; the suspended
         ones, each with its shell. Undo with :meth:`resume_all`."""
         self._handing_over = True
@@ -441,7 +441,7 @@ class SessionManager:
                 suspended.append((session, channel))
         return suspended
 
-    def _suspended(self) -> list[Session]:
+    def _suspended(self) -> list[ToolTerminal]:
         return [session for session in self.sessions.values() if session.suspended]
 
     def resume_all(self) -> None:
@@ -473,8 +473,8 @@ class SessionManager:
         instance: Instance,
         tool: ToolType,
         channel: ShellChannel,
-    ) -> Session:
-        """Go on with a predecessor's session (see :meth:`Session.adopt`); it waits for its
+    ) -> ToolTerminal:
+        """Go on with a predecessor's session (see :meth:`ToolTerminal.adopt`); it waits for its
         clients to reconnect (:data:`HANDOVER_RECONNECT` or ``disconnect_grace``)."""
         session = self._new_session(state["owner"], state["username"], instance, tool)
         session.agent = state.get("agent")
@@ -489,7 +489,7 @@ class SessionManager:
         self.log.info("Tool terminal %s taken over from the predecessor", session.id[:8])
         return session
 
-    async def _start_recording(self, session: Session) -> None:
+    async def _start_recording(self, session: ToolTerminal) -> None:
         if self.recorder is None:
             msg = "This tool type records its terminals, and recording is not available."
             raise RecordingFailed(msg)
@@ -507,7 +507,7 @@ class SessionManager:
             raise RecordingFailed(str(error)) from error
 
     def _audit(
-        self, action: str, session: Session, username: str | None = None, **fields: t.Any
+        self, action: str, session: ToolTerminal, username: str | None = None, **fields: t.Any
     ) -> None:
         self.audit.emit(
             action,
@@ -519,7 +519,7 @@ class SessionManager:
             **fields,
         )
 
-    def _session_ended(self, session: Session, reason: str, exit_code: int | None) -> None:
+    def _session_ended(self, session: ToolTerminal, reason: str, exit_code: int | None) -> None:
         if self.sessions.pop(session.id, None) is not None:
             metrics.SESSIONS.labels(session.instance.runtime).dec()
         metrics.count_kill(reason)
@@ -530,7 +530,7 @@ class SessionManager:
         for listener in self.ended_listeners:
             listener(session)
 
-    def _arm_timer(self, session: Session, delay: float, reason: str) -> None:
+    def _arm_timer(self, session: ToolTerminal, delay: float, reason: str) -> None:
         self._disarm_timer(session)
         if delay <= 0:
             self._spawn_task(session.close(reason))
@@ -540,12 +540,12 @@ class SessionManager:
             delay, lambda: self._spawn_task(session.close(reason))
         )
 
-    def _disarm_timer(self, session: Session) -> None:
+    def _disarm_timer(self, session: ToolTerminal) -> None:
         timer = self._timers.pop(session.id, None)
         if timer is not None:
             timer.cancel()
 
-    def check_client_slot(self, session: Session, user: str, observer: bool = False) -> None:
+    def check_client_slot(self, session: ToolTerminal, user: str, observer: bool = False) -> None:
         """Raise :class:`LimitReached` if ``user`` may not open another connection to
         ``session`` (checked before the upgrade, and again when it attaches). The owner's
         connections and observers' are bounded apart: watching never takes the owner's slots,
@@ -576,7 +576,7 @@ class SessionManager:
             )
             raise LimitReached(msg)
 
-    def client_attached(self, session: Session, user: str, observer: bool = False) -> None:
+    def client_attached(self, session: ToolTerminal, user: str, observer: bool = False) -> None:
         """A client of ``user`` connected (its slot checked): the session no longer waits to
         be closed. Observers do not keep a session alive: it belongs to its owner."""
         self._clients_by_user[user] += 1
@@ -587,7 +587,7 @@ class SessionManager:
             self._disarm_timer(session)
 
     def client_detached(
-        self, session: Session, user: str, observer: bool = False, grace: float | None = None
+        self, session: ToolTerminal, user: str, observer: bool = False, grace: float | None = None
     ) -> None:
         """A client disconnected: the owner's last one leaving ends the session (after the
         grace, ``disconnect_grace`` unless given), whether or not observers still watch."""
@@ -611,7 +611,7 @@ class SessionManager:
             else:
                 self._arm_timer(session, grace, "access revoked")
 
-    async def reset_session(self, session: Session) -> None:
+    async def reset_session(self, session: ToolTerminal) -> None:
         """Restart the session's shell."""
         started = time.monotonic()
         try:
@@ -622,7 +622,7 @@ class SessionManager:
         metrics.RESETS.labels(session.instance.runtime).inc()
         self._audit("reset", session, duration=time.monotonic() - started)
 
-    async def close_session(self, session: Session, reason: str) -> None:
+    async def close_session(self, session: ToolTerminal, reason: str) -> None:
         """End a session and kill its processes."""
         await session.close(reason)
 

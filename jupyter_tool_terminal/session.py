@@ -76,7 +76,7 @@ def _isoformat(moment: datetime.datetime) -> str:
     return moment.isoformat().replace("+00:00", "Z")
 
 
-class Session:
+class ToolTerminal:
     """A terminal session: one shell at a time (reset replaces it), any number of clients.
 
     The session owns the shell's whole process tree: whenever it ends (close, reset, the shell's
@@ -96,7 +96,7 @@ class Session:
         input_limit: int = 1024 * 1024,
         scrollback_lines: int = 500,
         screens: ScreenModels | None = None,
-        on_ended: t.Callable[[Session, str, int | None], None],
+        on_ended: t.Callable[[ToolTerminal, str, int | None], None],
         log: logging.Logger,
         on_activity: t.Callable[[str, datetime.datetime], None] | None = None,
     ) -> None:

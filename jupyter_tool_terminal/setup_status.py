@@ -21,7 +21,7 @@ from .handlers import ToolTerminalAPIHandler
 from .runtime import RuntimeUnavailable
 
 if t.TYPE_CHECKING:
-    from .manager import SessionManager
+    from .manager import ToolTerminalManager
 
 #: README sections the notes link to (GitHub's anchors of their headings).
 TOOL_TYPES_SECTION = "tool-instances-and-tool-types"
@@ -70,7 +70,7 @@ def no_tool_types() -> SetupNote:
     )
 
 
-async def unknown_tool_types(manager: SessionManager, owner: str) -> SetupNote | None:
+async def unknown_tool_types(manager: ToolTerminalManager, owner: str) -> SetupNote | None:
     """A note naming the tool types of ``owner``'s instances that are not configured."""
     try:
         instances = await manager.runtime.list_instances(owner)
