@@ -13,6 +13,7 @@ from jupyter_server.auth.identity import IdentityProvider, User
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Bool, CaselessStrEnum, Dict, Float, Integer, List, Type, Unicode, default
 
+from . import api_handlers, websocket
 from .agents.endpoint import MCPHandler
 from .agents.rest import (
     AgentControlHandler,
@@ -22,17 +23,8 @@ from .agents.rest import (
     AgentSharedSessionHandler,
 )
 from .agents.setup import Agents, make_agents
+from .base import ID
 from .events import AuditLog
-from .handlers import (
-    HubLoginHandler,
-    InstancesHandler,
-    ObserverHandler,
-    ObserversHandler,
-    SessionHandler,
-    SessionResetHandler,
-    SessionsHandler,
-    TerminalSocket,
-)
 from .handover import (
     FAILED,
     HandoverError,
@@ -64,9 +56,10 @@ from .tooltypes import ToolType, ToolTypeError, parse_tool_types
 if t.TYPE_CHECKING:
     from jupyter_server.serverapp import ServerApp
 
-# Handlers match any single path segment; ids are validated strictly by the manager, so that
-# a malformed id gets the same 403 as an unknown one.
-_ID = r"([^/]+)"
+    from .agents.endpoint import MCPExtension
+    from .agents.rest import AgentsExtension
+    from .setup_status import StatusExtension
+
 #: The `web_app.settings` key of the tool terminals' last input or output (contract).
 LAST_ACTIVITY_SETTING = "tool_terminal_last_activity"
 #: The JupyterLab page-config key carrying `service_url` to the frontend.
@@ -710,20 +703,14 @@ class ToolTerminalApp(ExtensionApp):
         """Register the REST and WebSocket routes (relative: the server adds its base_url)."""
         self.handlers.extend(
             [
-                (r"/tool-terminal/api/instances", InstancesHandler),
+                *api_handlers.default_handlers,
                 (r"/tool-terminal/api/status", SetupStatusHandler),
-                (r"/tool-terminal/api/hub-login", HubLoginHandler),
-                (r"/tool-terminal/api/sessions", SessionsHandler),
-                (rf"/tool-terminal/api/sessions/{_ID}", SessionHandler),
-                (rf"/tool-terminal/api/sessions/{_ID}/reset", SessionResetHandler),
-                (rf"/tool-terminal/api/sessions/{_ID}/observers", ObserversHandler),
-                (rf"/tool-terminal/api/sessions/{_ID}/observers/{_ID}", ObserverHandler),
-                (rf"/tool-terminal/websocket/{_ID}", TerminalSocket),
+                *websocket.default_handlers,
                 (r"/tool-terminal/api/agents", AgentsHandler),
-                (rf"/tool-terminal/api/agents/{_ID}", AgentHandler),
-                (rf"/tool-terminal/api/agents/{_ID}/control", AgentControlHandler),
-                (rf"/tool-terminal/api/agents/{_ID}/shared", AgentSharedHandler),
-                (rf"/tool-terminal/api/agents/{_ID}/shared/{_ID}", AgentSharedSessionHandler),
+                (rf"/tool-terminal/api/agents/{ID}", AgentHandler),
+                (rf"/tool-terminal/api/agents/{ID}/control", AgentControlHandler),
+                (rf"/tool-terminal/api/agents/{ID}/shared", AgentSharedHandler),
+                (rf"/tool-terminal/api/agents/{ID}/shared/{ID}", AgentSharedSessionHandler),
                 (r"/tool-terminal/mcp", MCPHandler),
                 (r"/tool-terminal/login", LoginPage),
                 (r"/tool-terminal/?", ToolTilesPage),
@@ -756,3 +743,13 @@ class ToolTerminalApp(ExtensionApp):
             self.tool_runtime.close()
         if self.hub_activity is not None:
             self.hub_activity.stop()
+
+
+if t.TYPE_CHECKING:
+    from .base import ToolTerminalExtension
+
+    # The handlers see the app through these protocols: mypy checks that it is each of them.
+    _AS_SEEN_BY_HANDLERS: type[ToolTerminalExtension] = ToolTerminalApp
+    _AS_SEEN_BY_STATUS: type[StatusExtension] = ToolTerminalApp
+    _AS_SEEN_BY_AGENT_ROUTES: type[AgentsExtension] = ToolTerminalApp
+    _AS_SEEN_BY_MCP: type[MCPExtension] = ToolTerminalApp

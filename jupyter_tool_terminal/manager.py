@@ -12,12 +12,24 @@ import time
 import typing as t
 
 from . import metrics
+from .errors import (
+    Conflict,
+    EngineUnavailable,
+    LimitReached,
+    NotFound,
+    NotPermitted,
+    NotRunning,
+    RecordingFailed,
+    SessionError,
+    ShuttingDown,
+)
 from .events import AuditLog
+from .protocol import ClientMessage
 from .recording import Recorder, RecordingError
 from .runtime import RuntimeUnavailable, ToolRuntime
 from .runtime.base import Instance, ShellChannel, valid_instance_id
 from .screen import ScreenModels
-from .session import ToolTerminal
+from .session import TerminalClient, ToolTerminal
 from .tooltypes import ToolType
 
 #: What a request for a new session is told while the server stops.
@@ -47,64 +59,6 @@ SHUTDOWN_MESSAGE = (
 )
 
 
-class SessionError(Exception):
-    """A request about sessions cannot be honoured; ``status`` is the HTTP status to answer."""
-
-    status = 400
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-class NotPermitted(SessionError):
-    """Not the caller's, or does not exist: deliberately the same answer for both."""
-
-    status = 403
-
-
-class NotRunning(SessionError):
-    """The tool instance exists and is the caller's, but its container is not running."""
-
-    status = 409
-
-
-class Conflict(SessionError):
-    """The request contradicts the current state (a grant that already exists)."""
-
-    status = 409
-
-
-class NotFound(SessionError):
-    """A sub-resource of the caller's own session does not exist (an observer not granted)."""
-
-    status = 404
-
-
-class RecordingFailed(SessionError):
-    """The tool type records its sessions and the recording cannot be written."""
-
-    status = 500
-
-
-class LimitReached(SessionError):
-    """A session limit is reached."""
-
-    status = 429
-
-
-class EngineUnavailable(SessionError):
-    """The container engine failed."""
-
-    status = 503
-
-
-class ShuttingDown(SessionError):
-    """The server is stopping: it starts no new session."""
-
-    status = 503
-
-
 def valid_session_id(value: t.Any) -> bool:
     """Whether ``value`` is a syntactically valid session id."""
     return isinstance(value, str) and SESSION_ID.fullmatch(value) is not None
@@ -115,6 +69,40 @@ def _release(counts: collections.Counter[str], key: str) -> None:
     counts[key] -= 1
     if counts[key] <= 0:
         del counts[key]
+
+
+class Admission:
+    """A connection admitted to a session by :meth:`ToolTerminalManager.admit`: its handle on
+    the session, through the manager (``attach``, ``receive``, ``detach``)."""
+
+    def __init__(self, session: ToolTerminal, principal: str, observer: bool) -> None:
+        self._session = session
+        #: Who connected, as the session knows them (owner label value or observer name).
+        self.principal = principal
+        #: Whether the connection only watches (the session was shared with its user).
+        self.observer = observer
+        #: Whether it is attached (and holds a connection slot).
+        self.attached = False
+
+    @property
+    def session_id(self) -> str:
+        """The session's id."""
+        return self._session.id
+
+    @property
+    def owner(self) -> str:
+        """The session's owner."""
+        return self._session.owner
+
+    @property
+    def instance_id(self) -> str:
+        """The id of the session's tool instance."""
+        return self._session.instance.id
+
+    @property
+    def ended(self) -> bool:
+        """Whether the session has ended."""
+        return self._session.ended
 
 
 class UserDirectory(t.Protocol):
@@ -484,7 +472,7 @@ class ToolTerminalManager:
         self.sessions[session.id] = session
         metrics.SESSIONS.labels(instance.runtime).inc()
         self.start_culling()
-        if session.agent is None:  # an agent's terminal waits for nobody (see client_detached)
+        if session.agent is None:  # an agent's terminal waits for nobody (see _client_detached)
             self._arm_timer(session, self._reconnect_grace, "last client disconnected")
         self.log.info("Tool terminal %s taken over from the predecessor", session.id[:8])
         return session
@@ -545,7 +533,60 @@ class ToolTerminalManager:
         if timer is not None:
             timer.cancel()
 
-    def check_client_slot(self, session: ToolTerminal, user: str, observer: bool = False) -> None:
+    # -- connections: the only door of a WebSocket to a session ----------------------------
+
+    def admit(self, principal: str, session_id: t.Any) -> Admission:
+        """Admit a connection of ``principal`` to ``session_id`` (before the WebSocket upgrade):
+        :class:`NotPermitted` unless it owns or observes it, :class:`LimitReached` if it may
+        not open another connection to it."""
+        session, observer = self.get_viewable(principal, session_id)
+        self._check_client_slot(session, principal, observer)
+        return Admission(session, principal, observer)
+
+    async def attach(self, admission: Admission, client: TerminalClient) -> bool:
+        """Attach ``client`` (upgraded): it gets ``setup``, the screen, then live output;
+        ``False`` if the session ended meanwhile, :class:`LimitReached` if the connections that
+        passed :meth:`admit` together do not all fit."""
+        session = admission._session
+        if session.ended:
+            return False
+        self._check_client_slot(session, admission.principal, admission.observer)
+        self._client_attached(session, admission.principal, observer=admission.observer)
+        admission.attached = True
+        await session.attach(client)
+        return True
+
+    def receive(
+        self, admission: Admission, client: TerminalClient, message: ClientMessage
+    ) -> str | None:
+        """Hand a client's message to its session; what to tell the client if it is refused."""
+        return admission._session.receive(client, message)
+
+    def still_admits(self, admission: Admission, principal: str | None) -> bool:
+        """Whether ``principal`` (who the connection's credentials name now) may still hold
+        ``admission``: the owner, or the same observer while the session is shared with it."""
+        session = admission._session
+        if admission.observer:
+            return principal == admission.principal and principal in session.observers
+        return principal == session.owner
+
+    def detach(self, admission: Admission, client: TerminalClient, revoked: bool = False) -> None:
+        """The connection closed; the owner's last one leaving ends the session after
+        ``disconnect_grace``, or at once if its access was ``revoked`` (a logout must not leave
+        a shell behind for a minute)."""
+        if not admission.attached:
+            return
+        admission.attached = False
+        session = admission._session
+        session.detach(client)
+        self._client_detached(
+            session,
+            admission.principal,
+            observer=admission.observer,
+            grace=0 if revoked and not admission.observer else None,
+        )
+
+    def _check_client_slot(self, session: ToolTerminal, user: str, observer: bool = False) -> None:
         """Raise :class:`LimitReached` if ``user`` may not open another connection to
         ``session`` (checked before the upgrade, and again when it attaches). The owner's
         connections and observers' are bounded apart: watching never takes the owner's slots,
@@ -576,7 +617,7 @@ class ToolTerminalManager:
             )
             raise LimitReached(msg)
 
-    def client_attached(self, session: ToolTerminal, user: str, observer: bool = False) -> None:
+    def _client_attached(self, session: ToolTerminal, user: str, observer: bool = False) -> None:
         """A client of ``user`` connected (its slot checked): the session no longer waits to
         be closed. Observers do not keep a session alive: it belongs to its owner."""
         self._clients_by_user[user] += 1
@@ -586,7 +627,7 @@ class ToolTerminalManager:
             self._owner_clients[session.id] += 1
             self._disarm_timer(session)
 
-    def client_detached(
+    def _client_detached(
         self, session: ToolTerminal, user: str, observer: bool = False, grace: float | None = None
     ) -> None:
         """A client disconnected: the owner's last one leaving ends the session (after the

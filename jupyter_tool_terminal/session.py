@@ -6,24 +6,29 @@ import asyncio
 import codecs
 import contextlib
 import datetime
-import json
 import logging
 import math
 import secrets
 import time
 import typing as t
 
+from .protocol import (
+    ClientMessage,
+    SetSize,
+    Stdin,
+    Unknown,
+    clamp_size,
+    disconnect_frame,
+    error_frame,
+    exit_frame,
+    setup_frame,
+    stdout_frame,
+)
 from .recording import Recording
 from .runtime import Instance, ShellChannel, ToolRuntime
 from .runtime.base import EngineUnreachable
 from .screen import ScreenModel, ScreenModels
 from .tooltypes import ToolType
-
-#: Terminal size bounds: anything a client sends is clamped into these.
-#: (Docker ignores a 1x1 size, so the floor is 2.)
-MIN_ROWS = MIN_COLS = 2
-MAX_ROWS = 500
-MAX_COLS = 1000
 
 #: How much is read from the engine's socket at once; larger reads mean fewer, larger frames.
 READ_CHUNK = 64 * 1024
@@ -58,14 +63,12 @@ class TerminalClient(t.Protocol):
         """Close the connection."""
 
 
+#: What an observer's ``stdin`` and ``set_size`` frames are told.
+READ_ONLY = "This terminal is shared with you read-only: you cannot type or resize."
+
 #: Called with each piece of a session's output as it arrives (after the screen model got it),
 #: and once with ``None`` when the session ended. It must return quickly: it runs in the pump.
 OutputListener = t.Callable[[str | None], None]
-
-
-def clamp_size(rows: int, cols: int) -> tuple[int, int]:
-    """Clamp a terminal size into the bounds the engine is ever asked for."""
-    return (min(max(rows, MIN_ROWS), MAX_ROWS), min(max(cols, MIN_COLS), MAX_COLS))
 
 
 def _now() -> datetime.datetime:
@@ -170,6 +173,10 @@ class ToolTerminal:
             model["agent"] = dict(self.agent)
         return model
 
+    def observed_model(self) -> dict[str, t.Any]:
+        """The session as an observer sees it listed: whose it is, and that it is read-only."""
+        return {**self.model(), "owner": self.owner, "role": "observer"}
+
     @property
     def environment(self) -> dict[str, str]:
         """The variables the session's shell starts with, as far as its runtime knows them
@@ -251,7 +258,7 @@ class ToolTerminal:
             self._tell_listeners_ended()
             await self._stop_shell()
             if message is not None:
-                self._broadcast(["error", message])
+                self._broadcast(error_frame(message))
             self._disconnect_clients(code)
             await self._end_recording()
 
@@ -265,11 +272,11 @@ class ToolTerminal:
         for client in [*self.clients, *self._attaching]:
             if client.observer and client.principal == principal:
                 self.detach(client)
-                client.send_frame(json.dumps(["error", "The owner stopped sharing this terminal."]))
+                client.send_frame(error_frame("The owner stopped sharing this terminal."))
                 client.end(1008, "No longer shared")
 
     def _disconnect_clients(self, code: int | None = None, reason: str | None = None) -> None:
-        self._broadcast(["disconnect", 1])
+        self._broadcast(disconnect_frame())
         self.screen.close()
         clients, self.clients = self.clients + self._attaching, []
         self._attaching = []
@@ -278,12 +285,12 @@ class ToolTerminal:
 
     # -- output -------------------------------------------------------------------------------
 
-    def _broadcast(self, message: list[t.Any]) -> list[t.Awaitable[None]]:
+    def _broadcast(self, frame: str) -> list[t.Awaitable[None]]:
         # Encoded once for every client.
-        frame = json.dumps(message, ensure_ascii=False).encode("utf-8")
+        encoded = frame.encode("utf-8")
         pending = []
         for client in list(self.clients):
-            future = client.send_frame(frame)
+            future = client.send_frame(encoded)
             if future is not None:
                 pending.append(future)
         return pending
@@ -345,7 +352,7 @@ class ToolTerminal:
             self.recording.output(text)
         if self.output_listeners:
             self._tell_listeners(text)
-        return self._broadcast(["stdout", text])
+        return self._broadcast(stdout_frame(text))
 
     async def _shell_ended(self, channel: ShellChannel) -> None:
         async with self._lifecycle:
@@ -364,9 +371,9 @@ class ToolTerminal:
             self._tell_listeners_ended()
             if code is None:
                 ended = f"{message[:1].upper()}{message[1:]}; the terminal has ended."
-                self._broadcast(["error", ended])
+                self._broadcast(error_frame(ended))
             else:
-                self._broadcast(["exit", code])
+                self._broadcast(exit_frame(code))
             await self._stop_shell()
             self._disconnect_clients()
             await self._end_recording()
@@ -395,14 +402,14 @@ class ToolTerminal:
     async def attach(self, client: TerminalClient) -> None:
         """Add a client: it gets ``setup`` and the current screen, then everything live."""
         self._attaching.append(client)
-        client.send_frame(json.dumps(["setup", {}]))
+        client.send_frame(setup_frame())
         screen = await self.screen.snapshot()
         # No await from here on: output that came after the snapshot goes to this client live.
         if client not in self._attaching:
             return  # it left (or the session ended) meanwhile
         self._attaching.remove(client)
         if screen:
-            client.send_frame(json.dumps(["stdout", screen], ensure_ascii=False))
+            client.send_frame(stdout_frame(screen))
         self.clients.append(client)
         if client.size is not None:
             self._schedule_resize()
@@ -466,6 +473,24 @@ class ToolTerminal:
                 return
             finally:
                 self._input_size = max(self._input_size - len(data), 0)
+
+    def receive(self, client: TerminalClient, message: ClientMessage) -> str | None:
+        """Act on a message from ``client``; what its ``error`` frame says if it is refused."""
+        if self.ended or isinstance(message, Unknown):
+            return None
+        if client.observer:
+            return READ_ONLY
+        if isinstance(message, Stdin):
+            if not self.write(message.text):
+                return (
+                    "Input not sent: the program in the terminal is not reading its input "
+                    f"and {self.input_backlog // 1024} KiB are already waiting for it. "
+                    "Wait for it, or reset the terminal."
+                )
+        elif isinstance(message, SetSize):
+            client.size = (message.rows, message.cols)
+            self.resize_requested()
+        return None
 
     def resize_requested(self) -> None:
         """A client changed its size: the terminal takes the smallest size of all clients."""

@@ -17,7 +17,7 @@ import typing as t
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
-from .handlers import ToolTerminalAPIHandler
+from .base import ToolTerminalAPIHandler, ToolTerminalExtension
 from .runtime import RuntimeUnavailable
 
 if t.TYPE_CHECKING:
@@ -88,6 +88,14 @@ async def unknown_tool_types(manager: ToolTerminalManager, owner: str) -> SetupN
     )
 
 
+class StatusExtension(ToolTerminalExtension, t.Protocol):
+    """What the status route needs of the extension, beside what every handler does."""
+
+    @property
+    def setup_notes(self) -> t.Sequence[SetupNote]:
+        """What start-up found that keeps users from tool terminals."""
+
+
 class SetupStatusHandler(ToolTerminalAPIHandler):
     """``GET /tool-terminal/api/status``: the runtime in use and what keeps tiles from showing.
 
@@ -98,7 +106,7 @@ class SetupStatusHandler(ToolTerminalAPIHandler):
     @authorized
     async def get(self) -> None:
         """``{"runtime": "docker" | "local" | null, "tool_types": N, "notes": [...]}``."""
-        app = self.tool_app
+        app = t.cast(StatusExtension, self.tool_app)
         notes = list(app.setup_notes)
         manager = app.session_manager
         runtime = None

@@ -18,7 +18,8 @@ import typing as t
 
 from mcp import types
 
-from ..manager import SessionError, ToolTerminalManager, valid_session_id
+from ..errors import SessionError
+from ..manager import ToolTerminalManager, valid_session_id
 from ..redaction import Redactor
 from ..runtime.base import valid_instance_id
 from .audit import AgentAudit
