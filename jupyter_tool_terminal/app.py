@@ -33,6 +33,7 @@ from .handover import (
     Successor,
     adopt,
     default_socket_path,
+    serve_only_on_inherited,
 )
 from .hub_api import HubActivityReporter, HubUserDirectory, running_as_hub_service
 from .manager import MAX_OBSERVERS, ToolTerminalManager
@@ -579,12 +580,7 @@ class ToolTerminalApp(ExtensionApp):
         # This server serves on the predecessor's listening sockets once it let go of them,
         # never on a port of its own (the configured one is the predecessor's).
         if inheritance.listening:
-            serverapp: t.Any = self.serverapp
-            address = inheritance.listening[0].getsockname()
-            if isinstance(address, tuple):
-                serverapp.port = address[1]
-            serverapp._find_http_port = lambda: None
-            serverapp._bind_http_server = lambda: None
+            serve_only_on_inherited(self._server(), inheritance.listening)
         return inheritance
 
     async def _start_handover(

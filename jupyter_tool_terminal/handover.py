@@ -53,6 +53,9 @@ from .runtime import ShellChannel, ToolRuntime
 from .session import ToolTerminal
 from .tooltypes import ToolType
 
+if t.TYPE_CHECKING:
+    from jupyter_server.serverapp import ServerApp
+
 #: The protocol's version: a successor and a predecessor of different versions do not talk.
 PROTOCOL = 1
 #: The largest message (the screens of every session are in one).
@@ -144,7 +147,7 @@ def receive(sock: socket.socket) -> tuple[dict[str, t.Any], list[int]]:
     return message, fds
 
 
-# -- the listening sockets of the HTTP server (tornado keeps them in private dicts) ----------
+# -- the listening sockets of the HTTP server (tornado and jupyter_server keep them private) --
 
 
 def _pause_accepting(server: HTTPServer) -> list[socket.socket]:
@@ -162,6 +165,19 @@ def _close_listening(server: HTTPServer, sockets: list[socket.socket]) -> None:
     for sock in sockets:
         server._sockets.pop(sock.fileno(), None)
         sock.close()
+
+
+def serve_only_on_inherited(serverapp: ServerApp, sockets: list[socket.socket]) -> None:
+    """Have ``serverapp`` bind no port of its own: it serves on the predecessor's ``sockets``
+    (added once they are let go of), on their port. jupyter_server has no public way to start
+    without binding, so its two private steps are skipped (``test_upstream`` fails if they go).
+    """
+    address = sockets[0].getsockname()
+    if isinstance(address, tuple):
+        serverapp.port = address[1]
+    server: t.Any = serverapp
+    server._find_http_port = lambda: None
+    server._bind_http_server = lambda: None
 
 
 def _check_ready(answer: t.Mapping[str, t.Any]) -> None:
