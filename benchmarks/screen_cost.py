@@ -70,7 +70,7 @@ async def one_round(
         instance=instance,
         tool=TOOL,
         runtime=runtime,
-        replay_limit=64 * 1024,
+        replay_buffer_size=64 * 1024,
         on_ended=lambda *_: None,
         log=logging.getLogger("bench"),
     )

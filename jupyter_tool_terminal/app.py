@@ -36,7 +36,7 @@ from .handover import (
     serve_only_on_inherited,
 )
 from .hub_api import HubActivityReporter, HubUserDirectory, running_as_hub_service
-from .manager import MAX_OBSERVERS, ToolTerminalManager
+from .manager import ToolTerminalManager, manager_setting
 from .page import LoginPage, ToolTilesPage
 from .recording import Recorder
 from .redaction import Redactor
@@ -98,101 +98,21 @@ class ToolTerminalApp(ExtensionApp):
         as ServerApp.terminal_manager_class is for Jupyter's own terminals.""",
     ).tag(config=True)
 
-    max_sessions_per_user = Integer(
-        8,
-        min=1,
-        help="How many tool terminals one user may have open at once; more are refused (429).",
-    ).tag(config=True)
-
-    max_sessions = Integer(
-        64,
-        min=1,
-        help="How many tool terminals the whole server holds at once; more are refused (429).",
-    ).tag(config=True)
-
-    idle_timeout = Float(
-        0,
-        min=0,
-        help="""Seconds without input or output after which a tool terminal is closed and its
-        processes killed. 0 turns idle culling off. WebSocket pings do not count as activity.""",
-    ).tag(config=True)
-
-    disconnect_grace = Float(
-        60,
-        min=0,
-        help="""Seconds a session survives after its last client disconnected, so that a page
-        reload (or a dropped network) can reconnect to it and find its shell and programs
-        still running. 0 closes it at once.""",
-    ).tag(config=True)
-
-    attach_timeout = Float(
-        60,
-        min=0,
-        help="""Seconds a session created over REST waits for its first WebSocket client
-        before it is closed. 0 turns this off: such a session then lasts until it is deleted,
-        its shell exits, it goes idle (`idle_timeout`) or the server stops.""",
-    ).tag(config=True)
-
-    max_clients_per_session = Integer(
-        8,
-        min=1,
-        help="""How many WebSocket connections of its owner one tool terminal accepts at once
-        (tabs showing it; observers' connections are bounded apart and never take these). More
-        are refused before the upgrade with 429 (or, if several arrive at once, closed with
-        code 1013 after an `error` message).""",
-    ).tag(config=True)
-
-    max_observers = Integer(
-        MAX_OBSERVERS,
-        min=1,
-        help="""How many users one tool terminal can be shared with read-only at once; a
-        further grant is refused (429).""",
-    ).tag(config=True)
-
-    max_observer_clients_per_session = Integer(
-        8,
-        min=1,
-        help="""How many WebSocket connections of observers (all of them together) one tool
-        terminal accepts at once; more are refused as for `max_clients_per_session`.""",
-    ).tag(config=True)
-
-    max_clients_per_observer = Integer(
-        2,
-        min=1,
-        help="""How many WebSocket connections one observer may hold to one tool terminal
-        shared with them; more are refused as for `max_clients_per_session`.""",
-    ).tag(config=True)
-
-    max_clients_per_user = Integer(
-        32,
-        min=1,
-        help="""How many terminal WebSocket connections one user may hold open at once, over
-        all their tool terminals; more are refused as for `max_clients_per_session`.""",
-    ).tag(config=True)
-
-    max_input_backlog = Integer(
-        1024 * 1024,
-        min=1024,
-        help="""Bytes of input (keystrokes, pastes) a tool terminal queues for a program that
-        does not read them yet. Input beyond it is refused with an `error` message; the
-        connection itself is never held up by it.""",
-    ).tag(config=True)
-
-    replay_buffer_size = Integer(
-        64 * 1024,
-        min=1024,
-        help="""Characters of recent output each session keeps for its screen model (the
-        server-side picture of the terminal that a connecting client receives). Of a flood of
-        output only this much of the end is fed to the model: enough for the final screen and
-        its scrollback.""",
-    ).tag(config=True)
-
-    scrollback_lines = Integer(
-        500,
-        min=0,
-        help="""Lines of scrollback each session's screen model keeps; a connecting client
-        receives them (at most 32 Ki characters of them) above the current screen.""",
-    ).tag(config=True)
+    # The session registry's settings live on ToolTerminalManager (c.ToolTerminalManager.*);
+    # these names on the app are the contract's and keep working.
+    max_sessions_per_user = manager_setting("max_sessions_per_user")
+    max_sessions = manager_setting("max_sessions")
+    idle_timeout = manager_setting("idle_timeout")
+    disconnect_grace = manager_setting("disconnect_grace")
+    attach_timeout = manager_setting("attach_timeout")
+    max_clients_per_session = manager_setting("max_clients_per_session")
+    max_observers = manager_setting("max_observers")
+    max_observer_clients_per_session = manager_setting("max_observer_clients_per_session")
+    max_clients_per_observer = manager_setting("max_clients_per_observer")
+    max_clients_per_user = manager_setting("max_clients_per_user")
+    max_input_backlog = manager_setting("max_input_backlog")
+    replay_buffer_size = manager_setting("replay_buffer_size")
+    scrollback_lines = manager_setting("scrollback_lines")
 
     screen_model = CaselessStrEnum(
         ["auto", *BACKENDS],
@@ -213,7 +133,7 @@ class ToolTerminalApp(ExtensionApp):
 
     @default("screen_memory_limit")
     def _default_screen_memory_limit(self) -> float:
-        return self.max_sessions * model_class(self.screen_model).session_share_mib
+        return float(self.max_sessions * model_class(self.screen_model).session_share_mib)
 
     max_message_size = Integer(
         1024 * 1024,
@@ -449,6 +369,19 @@ class ToolTerminalApp(ExtensionApp):
             by_identity = type(identity_provider).__module__ != IdentityProvider.__module__
         return user.username if by_identity else self.owner
 
+    def _configured_manager_settings(self) -> list[str]:
+        """The registry's settings the operator set by their names on this app."""
+        configured: set[str] = set()
+        for cls in type(self).mro():
+            section = self.config.get(cls.__name__)
+            if isinstance(section, dict):
+                configured.update(section)
+        return [
+            name
+            for name in self.manager_class.class_trait_names(config=True)
+            if name in configured and self.has_trait(name)
+        ]
+
     def initialize_settings(self) -> None:
         """Validate the tool types and create the session manager."""
         self.setup_notes = []
@@ -490,21 +423,11 @@ class ToolTerminalApp(ExtensionApp):
             self.hub_activity = HubActivityReporter(parent=self, log=self.log)
             user_directory = HubUserDirectory(parent=self, log=self.log)
         self.session_manager = self.manager_class(
+            parent=self,
             runtime=self.tool_runtime,
             tool_types=tool_types,
-            max_sessions=self.max_sessions,
-            max_sessions_per_user=self.max_sessions_per_user,
-            idle_timeout=self.idle_timeout,
-            disconnect_grace=self.disconnect_grace,
-            attach_timeout=self.attach_timeout,
-            replay_limit=self.replay_buffer_size,
-            max_clients_per_session=self.max_clients_per_session,
-            max_clients_per_user=self.max_clients_per_user,
-            max_observers=self.max_observers,
-            max_observer_clients_per_session=self.max_observer_clients_per_session,
-            max_clients_per_observer=self.max_clients_per_observer,
-            input_limit=self.max_input_backlog,
-            scrollback_lines=self.scrollback_lines,
+            # Set as `c.ToolTerminalApp.NAME`: that wins over `c.ToolTerminalManager.NAME`.
+            **{name: getattr(self, name) for name in self._configured_manager_settings()},
             screens=ScreenModels(
                 self.screen_model, int(self.screen_memory_limit * 2**20), log=self.log
             ),

@@ -6,10 +6,12 @@ import asyncio
 import collections
 import contextlib
 import datetime
-import logging
 import re
 import time
 import typing as t
+
+from traitlets import Float, Integer, TraitType
+from traitlets.config import LoggingConfigurable
 
 from . import metrics
 from .errors import (
@@ -48,8 +50,6 @@ SESSION_ID = re.compile(r"[A-Za-z0-9_-]{32}")
 #: A user name an owner may grant a view to: what Jupyter and JupyterHub user names look like
 #: (no whitespace, no control characters, no '/', which could not be revoked by URL).
 USER_NAME = re.compile(r"[^\s/\x00-\x1f\x7f]{1,128}")
-#: Users one session may be shared with at once (the default of `max_observers`).
-MAX_OBSERVERS = 16
 
 
 #: What open terminals are told when the server stops (they close with 1001, going away).
@@ -112,49 +112,125 @@ class UserDirectory(t.Protocol):
         """Whether a user ``name`` exists; ``None`` if it cannot tell."""
 
 
-class ToolTerminalManager:
-    """Creates, finds and ends sessions, and enforces who may see which."""
+class ToolTerminalManager(LoggingConfigurable):
+    """Creates, finds and ends sessions, and enforces who may see which.
+
+    Configurable as ``c.ToolTerminalManager`` (its limits and timers); each of its settings
+    can also be set as ``c.ToolTerminalApp.NAME`` (see :func:`manager_setting`).
+    """
+
+    max_sessions_per_user = Integer(
+        8,
+        min=1,
+        help="How many tool terminals one user may have open at once; more are refused (429).",
+    ).tag(config=True)
+
+    max_sessions = Integer(
+        64,
+        min=1,
+        help="How many tool terminals the whole server holds at once; more are refused (429).",
+    ).tag(config=True)
+
+    idle_timeout = Float(
+        0,
+        min=0,
+        help="""Seconds without input or output after which a tool terminal is closed and its
+        processes killed. 0 turns idle culling off. WebSocket pings do not count as activity.""",
+    ).tag(config=True)
+
+    disconnect_grace = Float(
+        60,
+        min=0,
+        help="""Seconds a session survives after its last client disconnected, so that a page
+        reload (or a dropped network) can reconnect to it and find its shell and programs
+        still running. 0 closes it at once.""",
+    ).tag(config=True)
+
+    attach_timeout = Float(
+        60,
+        min=0,
+        help="""Seconds a session created over REST waits for its first WebSocket client
+        before it is closed. 0 turns this off: such a session then lasts until it is deleted,
+        its shell exits, it goes idle (`idle_timeout`) or the server stops.""",
+    ).tag(config=True)
+
+    max_clients_per_session = Integer(
+        8,
+        min=1,
+        help="""How many WebSocket connections of its owner one tool terminal accepts at once
+        (tabs showing it; observers' connections are bounded apart and never take these). More
+        are refused before the upgrade with 429 (or, if several arrive at once, closed with
+        code 1013 after an `error` message).""",
+    ).tag(config=True)
+
+    max_observers = Integer(
+        16,
+        min=1,
+        help="""How many users one tool terminal can be shared with read-only at once; a
+        further grant is refused (429).""",
+    ).tag(config=True)
+
+    max_observer_clients_per_session = Integer(
+        8,
+        min=1,
+        help="""How many WebSocket connections of observers (all of them together) one tool
+        terminal accepts at once; more are refused as for `max_clients_per_session`.""",
+    ).tag(config=True)
+
+    max_clients_per_observer = Integer(
+        2,
+        min=1,
+        help="""How many WebSocket connections one observer may hold to one tool terminal
+        shared with them; more are refused as for `max_clients_per_session`.""",
+    ).tag(config=True)
+
+    max_clients_per_user = Integer(
+        32,
+        min=1,
+        help="""How many terminal WebSocket connections one user may hold open at once, over
+        all their tool terminals; more are refused as for `max_clients_per_session`.""",
+    ).tag(config=True)
+
+    max_input_backlog = Integer(
+        1024 * 1024,
+        min=1024,
+        help="""Bytes of input (keystrokes, pastes) a tool terminal queues for a program that
+        does not read them yet. Input beyond it is refused with an `error` message; the
+        connection itself is never held up by it.""",
+    ).tag(config=True)
+
+    replay_buffer_size = Integer(
+        64 * 1024,
+        min=1024,
+        help="""Characters of recent output each session keeps for its screen model (the
+        server-side picture of the terminal that a connecting client receives). Of a flood of
+        output only this much of the end is fed to the model: enough for the final screen and
+        its scrollback.""",
+    ).tag(config=True)
+
+    scrollback_lines = Integer(
+        500,
+        min=0,
+        help="""Lines of scrollback each session's screen model keeps; a connecting client
+        receives them (at most 32 Ki characters of them) above the current screen.""",
+    ).tag(config=True)
 
     def __init__(
         self,
         *,
         runtime: ToolRuntime,
         tool_types: t.Mapping[str, ToolType],
-        max_sessions: int,
-        max_sessions_per_user: int,
-        idle_timeout: float,
-        disconnect_grace: float,
-        attach_timeout: float,
-        replay_limit: int,
-        max_clients_per_session: int = 8,
-        max_clients_per_user: int = 32,
-        max_observers: int = MAX_OBSERVERS,
-        max_observer_clients_per_session: int = 8,
-        max_clients_per_observer: int = 2,
-        input_limit: int = 1024 * 1024,
-        log: logging.Logger,
-        scrollback_lines: int = 500,
         screens: ScreenModels | None = None,
         audit: AuditLog | None = None,
         recorder: Recorder | None = None,
         on_activity: t.Callable[[str, datetime.datetime], None] | None = None,
         user_directory: UserDirectory | None = None,
+        **settings: t.Any,
     ) -> None:
+        """``settings``: ``parent``, ``log``, ``config`` and any of the traits above."""
+        super().__init__(**settings)
         self.runtime = runtime
         self.tool_types = dict(tool_types)
-        self.max_sessions = max_sessions
-        self.max_sessions_per_user = max_sessions_per_user
-        self.idle_timeout = idle_timeout
-        self.disconnect_grace = disconnect_grace
-        self.attach_timeout = attach_timeout
-        self.replay_limit = replay_limit
-        self.max_clients_per_session = max_clients_per_session
-        self.max_clients_per_user = max_clients_per_user
-        self.max_observers = max_observers
-        self.max_observer_clients_per_session = max_observer_clients_per_session
-        self.max_clients_per_observer = max_clients_per_observer
-        self.input_limit = input_limit
-        self.scrollback_lines = scrollback_lines
         #: The sessions' screen models: their emulator and shared memory budget.
         self.screens = screens or ScreenModels()
         # Open WebSocket connections per user (the owner name they act as).
@@ -163,8 +239,7 @@ class ToolTerminalManager:
         # observers can never take the owner's slots).
         self._owner_clients: collections.Counter[str] = collections.Counter()
         self._observer_clients: dict[str, collections.Counter[str]] = {}
-        self.log = log
-        self.audit = audit or AuditLog(None, log)
+        self.audit = audit or AuditLog(None, self.log)
         #: Starts the recordings of tool types that record (``None``: recording unavailable).
         self.recorder = recorder
         #: Called with the time of a session's input or output (at most once a second each).
@@ -406,8 +481,8 @@ class ToolTerminalManager:
             instance=instance,
             tool=tool,
             runtime=self.runtime,
-            replay_limit=self.replay_limit,
-            input_limit=self.input_limit,
+            replay_buffer_size=self.replay_buffer_size,
+            max_input_backlog=self.max_input_backlog,
             scrollback_lines=self.scrollback_lines,
             screens=self.screens,
             on_ended=self._session_ended,
@@ -708,3 +783,17 @@ class ToolTerminalManager:
         for task in list(self._tasks):
             with contextlib.suppress(Exception):
                 await task
+
+
+def manager_setting(name: str) -> TraitType[t.Any, t.Any]:
+    """A trait of ``ToolTerminalApp`` that sets ``ToolTerminalManager.NAME`` (the same kind and
+    default; its help says where the setting lives)."""
+    trait = ToolTerminalManager.class_traits()[name]
+    bounds = {
+        key: getattr(trait, key) for key in ("min", "max") if getattr(trait, key, None) is not None
+    }
+    return type(trait)(
+        trait.default_value,
+        help=f"The same as ToolTerminalManager.{name} (set either): {trait.help}",
+        **bounds,
+    ).tag(config=True)

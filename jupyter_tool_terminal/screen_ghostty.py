@@ -165,11 +165,15 @@ class GhosttyScreenModel(ScreenModel):
         cols: int = 80,
         *,
         scrollback_lines: int,
-        lookback: int,
+        replay_buffer_size: int,
         budget: ScreenBudget | None = None,
     ) -> None:
         super().__init__(
-            rows, cols, scrollback_lines=scrollback_lines, lookback=lookback, budget=budget
+            rows,
+            cols,
+            scrollback_lines=scrollback_lines,
+            replay_buffer_size=replay_buffer_size,
+            budget=budget,
         )
         self._term = Terminal(
             min(rows, MAX_MODEL_ROWS), min(cols, MAX_MODEL_COLS), scrollback_lines

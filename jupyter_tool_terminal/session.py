@@ -95,8 +95,8 @@ class ToolTerminal:
         instance: Instance,
         tool: ToolType,
         runtime: ToolRuntime,
-        replay_limit: int,
-        input_limit: int = 1024 * 1024,
+        replay_buffer_size: int,
+        max_input_backlog: int = 1024 * 1024,
         scrollback_lines: int = 500,
         screens: ScreenModels | None = None,
         on_ended: t.Callable[[ToolTerminal, str, int | None], None],
@@ -126,7 +126,7 @@ class ToolTerminal:
         self.recording: Recording | None = None
         #: What the terminal shows, for clients that attach later (a reload, an observer).
         self.screen: ScreenModel = (screens or ScreenModels()).new(
-            scrollback_lines=scrollback_lines, lookback=replay_limit
+            scrollback_lines=scrollback_lines, replay_buffer_size=replay_buffer_size
         )
         #: The size (rows, cols) a new shell starts at, once one is known: the size the
         #: session was opened with, then the last one applied (a reset's shell keeps it).
@@ -139,10 +139,11 @@ class ToolTerminal:
         self._pump_task: asyncio.Task[None] | None = None
         # Keystrokes waiting for the shell: queued so that a connection never waits for a
         # program that does not read (its frames, pongs included, must keep being read), and
-        # bounded: beyond ``input_limit`` bytes input is refused.
+        # bounded: beyond ``max_input_backlog`` bytes input is refused.
         self._input: list[bytes] = []
         self._input_size = 0
-        self._input_limit = input_limit
+        #: Bytes of input queued for the shell beyond which more is refused.
+        self.max_input_backlog = max_input_backlog
         self._input_task: asyncio.Task[None] | None = None
         self._lifecycle = asyncio.Lock()
         self._resize_task: asyncio.Task[None] | None = None
@@ -434,7 +435,7 @@ class ToolTerminal:
         channel = self._channel
         if channel is None or self.ended or not text:
             return True
-        if self._input_size >= self._input_limit:
+        if self._input_size >= self.max_input_backlog:
             return False
         data = text.encode("utf-8", errors="replace")
         self._touch()
