@@ -70,7 +70,7 @@ def rss() -> int:
 async def model_flood(backend: str, text: str) -> dict[str, float]:
     """CPU per MB (the event loop's and the worker's) and the longest step of a model working
     off ``text``, fed as a session feeds it."""
-    screen = new_model(backend, ROWS, COLS, scrollback_lines=500, lookback=64 * 1024)
+    screen = new_model(backend, ROWS, COLS, scrollback_lines=500, replay_buffer_size=64 * 1024)
     screen.charge = lambda seconds: None  # type: ignore[method-assign]  # (no CPU budget: it would measure itself)
 
     async def worked_off() -> bool:
@@ -91,7 +91,7 @@ async def model_flood(backend: str, text: str) -> dict[str, float]:
 
 
 async def pyte_model(text: str, rows: int = ROWS, cols: int = COLS) -> tuple[str, float]:
-    model = new_model("pyte", rows, cols, scrollback_lines=500, lookback=len(text) + 1)
+    model = new_model("pyte", rows, cols, scrollback_lines=500, replay_buffer_size=len(text) + 1)
     model.feed(text)
     while model.queued:
         await model.snapshot()

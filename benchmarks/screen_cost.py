@@ -1,7 +1,7 @@
 """What the screen model costs a session: flood throughput and echo latency, with and without it.
 
 A small focused measurement (the full benchmark is ``benchmarks/run.py``): one real Docker
-shell per round, driven through :class:`Session` itself (the model sits in its output pump), by
+shell per round, driven through :class:`ToolTerminal` itself (the model sits in its output pump), by
 a client that takes every frame at once, so the model's share is not hidden behind WebSocket
 costs. Rounds alternate with and without the model (its ``feed`` replaced by a no-op), and
 each figure is the median of the rounds.
@@ -23,7 +23,7 @@ import uuid
 import docker
 
 from jupyter_tool_terminal.runtime.docker import OWNER_LABEL, TOOL_LABEL, DockerRuntime
-from jupyter_tool_terminal.session import Session
+from jupyter_tool_terminal.session import ToolTerminal
 from jupyter_tool_terminal.tooltypes import ToolType
 
 IMAGE = "jupyter-tool-terminal-test:latest"
@@ -64,13 +64,13 @@ class Client:
 async def one_round(
     runtime: DockerRuntime, instance: t.Any, *, model: bool, megabytes: int, echoes: int
 ) -> dict[str, float]:
-    session = Session(
+    session = ToolTerminal(
         owner="bench",
         username="bench",
         instance=instance,
         tool=TOOL,
         runtime=runtime,
-        replay_limit=64 * 1024,
+        replay_buffer_size=64 * 1024,
         on_ended=lambda *_: None,
         log=logging.getLogger("bench"),
     )

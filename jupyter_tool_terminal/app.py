@@ -13,6 +13,7 @@ from jupyter_server.auth.identity import IdentityProvider, User
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Bool, CaselessStrEnum, Dict, Float, Integer, List, Type, Unicode, default
 
+from . import api_handlers, websocket
 from .agents.endpoint import MCPHandler
 from .agents.rest import (
     AgentControlHandler,
@@ -22,17 +23,8 @@ from .agents.rest import (
     AgentSharedSessionHandler,
 )
 from .agents.setup import Agents, make_agents
+from .base import ID
 from .events import AuditLog
-from .handlers import (
-    HubLoginHandler,
-    InstancesHandler,
-    ObserverHandler,
-    ObserversHandler,
-    SessionHandler,
-    SessionResetHandler,
-    SessionsHandler,
-    TerminalSocket,
-)
 from .handover import (
     FAILED,
     HandoverError,
@@ -41,9 +33,10 @@ from .handover import (
     Successor,
     adopt,
     default_socket_path,
+    serve_only_on_inherited,
 )
 from .hub_api import HubActivityReporter, HubUserDirectory, running_as_hub_service
-from .manager import MAX_OBSERVERS, SessionManager
+from .manager import ToolTerminalManager, manager_setting
 from .page import LoginPage, ToolTilesPage
 from .recording import Recorder
 from .redaction import Redactor
@@ -64,9 +57,10 @@ from .tooltypes import ToolType, ToolTypeError, parse_tool_types
 if t.TYPE_CHECKING:
     from jupyter_server.serverapp import ServerApp
 
-# Handlers match any single path segment; ids are validated strictly by the manager, so that
-# a malformed id gets the same 403 as an unknown one.
-_ID = r"([^/]+)"
+    from .agents.endpoint import MCPExtension
+    from .agents.rest import AgentsExtension
+    from .setup_status import StatusExtension
+
 #: The `web_app.settings` key of the tool terminals' last input or output (contract).
 LAST_ACTIVITY_SETTING = "tool_terminal_last_activity"
 #: The JupyterLab page-config key carrying `service_url` to the frontend.
@@ -97,101 +91,28 @@ class ToolTerminalApp(ExtensionApp):
         start-up.""",
     ).tag(config=True)
 
-    max_sessions_per_user = Integer(
-        8,
-        min=1,
-        help="How many tool terminals one user may have open at once; more are refused (429).",
+    manager_class = Type(
+        default_value=ToolTerminalManager,
+        klass=ToolTerminalManager,
+        help="""The class of the registry of tool terminals (a subclass of ToolTerminalManager),
+        as ServerApp.terminal_manager_class is for Jupyter's own terminals.""",
     ).tag(config=True)
 
-    max_sessions = Integer(
-        64,
-        min=1,
-        help="How many tool terminals the whole server holds at once; more are refused (429).",
-    ).tag(config=True)
-
-    idle_timeout = Float(
-        0,
-        min=0,
-        help="""Seconds without input or output after which a tool terminal is closed and its
-        processes killed. 0 turns idle culling off. WebSocket pings do not count as activity.""",
-    ).tag(config=True)
-
-    disconnect_grace = Float(
-        60,
-        min=0,
-        help="""Seconds a session survives after its last client disconnected, so that a page
-        reload (or a dropped network) can reconnect to it and find its shell and programs
-        still running. 0 closes it at once.""",
-    ).tag(config=True)
-
-    attach_timeout = Float(
-        60,
-        min=0,
-        help="""Seconds a session created over REST waits for its first WebSocket client
-        before it is closed. 0 turns this off: such a session then lasts until it is deleted,
-        its shell exits, it goes idle (`idle_timeout`) or the server stops.""",
-    ).tag(config=True)
-
-    max_clients_per_session = Integer(
-        8,
-        min=1,
-        help="""How many WebSocket connections of its owner one tool terminal accepts at once
-        (tabs showing it; observers' connections are bounded apart and never take these). More
-        are refused before the upgrade with 429 (or, if several arrive at once, closed with
-        code 1013 after an `error` message).""",
-    ).tag(config=True)
-
-    max_observers = Integer(
-        MAX_OBSERVERS,
-        min=1,
-        help="""How many users one tool terminal can be shared with read-only at once; a
-        further grant is refused (429).""",
-    ).tag(config=True)
-
-    max_observer_clients_per_session = Integer(
-        8,
-        min=1,
-        help="""How many WebSocket connections of observers (all of them together) one tool
-        terminal accepts at once; more are refused as for `max_clients_per_session`.""",
-    ).tag(config=True)
-
-    max_clients_per_observer = Integer(
-        2,
-        min=1,
-        help="""How many WebSocket connections one observer may hold to one tool terminal
-        shared with them; more are refused as for `max_clients_per_session`.""",
-    ).tag(config=True)
-
-    max_clients_per_user = Integer(
-        32,
-        min=1,
-        help="""How many terminal WebSocket connections one user may hold open at once, over
-        all their tool terminals; more are refused as for `max_clients_per_session`.""",
-    ).tag(config=True)
-
-    max_input_backlog = Integer(
-        1024 * 1024,
-        min=1024,
-        help="""Bytes of input (keystrokes, pastes) a tool terminal queues for a program that
-        does not read them yet. Input beyond it is refused with an `error` message; the
-        connection itself is never held up by it.""",
-    ).tag(config=True)
-
-    replay_buffer_size = Integer(
-        64 * 1024,
-        min=1024,
-        help="""Characters of recent output each session keeps for its screen model (the
-        server-side picture of the terminal that a connecting client receives). Of a flood of
-        output only this much of the end is fed to the model: enough for the final screen and
-        its scrollback.""",
-    ).tag(config=True)
-
-    scrollback_lines = Integer(
-        500,
-        min=0,
-        help="""Lines of scrollback each session's screen model keeps; a connecting client
-        receives them (at most 32 Ki characters of them) above the current screen.""",
-    ).tag(config=True)
+    # The session registry's settings live on ToolTerminalManager (c.ToolTerminalManager.*);
+    # these names on the app are the contract's and keep working.
+    max_sessions_per_user = manager_setting("max_sessions_per_user")
+    max_sessions = manager_setting("max_sessions")
+    idle_timeout = manager_setting("idle_timeout")
+    disconnect_grace = manager_setting("disconnect_grace")
+    attach_timeout = manager_setting("attach_timeout")
+    max_clients_per_session = manager_setting("max_clients_per_session")
+    max_observers = manager_setting("max_observers")
+    max_observer_clients_per_session = manager_setting("max_observer_clients_per_session")
+    max_clients_per_observer = manager_setting("max_clients_per_observer")
+    max_clients_per_user = manager_setting("max_clients_per_user")
+    max_input_backlog = manager_setting("max_input_backlog")
+    replay_buffer_size = manager_setting("replay_buffer_size")
+    scrollback_lines = manager_setting("scrollback_lines")
 
     screen_model = CaselessStrEnum(
         ["auto", *BACKENDS],
@@ -212,7 +133,7 @@ class ToolTerminalApp(ExtensionApp):
 
     @default("screen_memory_limit")
     def _default_screen_memory_limit(self) -> float:
-        return self.max_sessions * model_class(self.screen_model).session_share_mib
+        return float(self.max_sessions * model_class(self.screen_model).session_share_mib)
 
     max_message_size = Integer(
         1024 * 1024,
@@ -421,7 +342,7 @@ class ToolTerminalApp(ExtensionApp):
     #: The runtime that runs the shells (created at start-up unless a test or embedder set one).
     tool_runtime: ToolRuntime | None = None
     #: The registry of sessions; ``None`` while the extension is disabled by a config error.
-    session_manager: SessionManager | None = None
+    session_manager: ToolTerminalManager | None = None
     #: Reports users' activity to JupyterHub when this server is a Hub service, else ``None``.
     hub_activity: HubActivityReporter | None = None
     setup_notes: List[SetupNote] = List(
@@ -447,6 +368,19 @@ class ToolTerminalApp(ExtensionApp):
         if by_identity is None:
             by_identity = type(identity_provider).__module__ != IdentityProvider.__module__
         return user.username if by_identity else self.owner
+
+    def _configured_manager_settings(self) -> list[str]:
+        """The registry's settings the operator set by their names on this app."""
+        configured: set[str] = set()
+        for cls in type(self).mro():
+            section = self.config.get(cls.__name__)
+            if isinstance(section, dict):
+                configured.update(section)
+        return [
+            name
+            for name in self.manager_class.class_trait_names(config=True)
+            if name in configured and self.has_trait(name)
+        ]
 
     def initialize_settings(self) -> None:
         """Validate the tool types and create the session manager."""
@@ -488,22 +422,12 @@ class ToolTerminalApp(ExtensionApp):
         if running_as_hub_service():
             self.hub_activity = HubActivityReporter(parent=self, log=self.log)
             user_directory = HubUserDirectory(parent=self, log=self.log)
-        self.session_manager = SessionManager(
+        self.session_manager = self.manager_class(
+            parent=self,
             runtime=self.tool_runtime,
             tool_types=tool_types,
-            max_sessions=self.max_sessions,
-            max_sessions_per_user=self.max_sessions_per_user,
-            idle_timeout=self.idle_timeout,
-            disconnect_grace=self.disconnect_grace,
-            attach_timeout=self.attach_timeout,
-            replay_limit=self.replay_buffer_size,
-            max_clients_per_session=self.max_clients_per_session,
-            max_clients_per_user=self.max_clients_per_user,
-            max_observers=self.max_observers,
-            max_observer_clients_per_session=self.max_observer_clients_per_session,
-            max_clients_per_observer=self.max_clients_per_observer,
-            input_limit=self.max_input_backlog,
-            scrollback_lines=self.scrollback_lines,
+            # Set as `c.ToolTerminalApp.NAME`: that wins over `c.ToolTerminalManager.NAME`.
+            **{name: getattr(self, name) for name in self._configured_manager_settings()},
             screens=ScreenModels(
                 self.screen_model, int(self.screen_memory_limit * 2**20), log=self.log
             ),
@@ -579,12 +503,7 @@ class ToolTerminalApp(ExtensionApp):
         # This server serves on the predecessor's listening sockets once it let go of them,
         # never on a port of its own (the configured one is the predecessor's).
         if inheritance.listening:
-            serverapp: t.Any = self.serverapp
-            address = inheritance.listening[0].getsockname()
-            if isinstance(address, tuple):
-                serverapp.port = address[1]
-            serverapp._find_http_port = lambda: None
-            serverapp._bind_http_server = lambda: None
+            serve_only_on_inherited(self._server(), inheritance.listening)
         return inheritance
 
     async def _start_handover(
@@ -703,20 +622,14 @@ class ToolTerminalApp(ExtensionApp):
         """Register the REST and WebSocket routes (relative: the server adds its base_url)."""
         self.handlers.extend(
             [
-                (r"/tool-terminal/api/instances", InstancesHandler),
+                *api_handlers.default_handlers,
                 (r"/tool-terminal/api/status", SetupStatusHandler),
-                (r"/tool-terminal/api/hub-login", HubLoginHandler),
-                (r"/tool-terminal/api/sessions", SessionsHandler),
-                (rf"/tool-terminal/api/sessions/{_ID}", SessionHandler),
-                (rf"/tool-terminal/api/sessions/{_ID}/reset", SessionResetHandler),
-                (rf"/tool-terminal/api/sessions/{_ID}/observers", ObserversHandler),
-                (rf"/tool-terminal/api/sessions/{_ID}/observers/{_ID}", ObserverHandler),
-                (rf"/tool-terminal/websocket/{_ID}", TerminalSocket),
+                *websocket.default_handlers,
                 (r"/tool-terminal/api/agents", AgentsHandler),
-                (rf"/tool-terminal/api/agents/{_ID}", AgentHandler),
-                (rf"/tool-terminal/api/agents/{_ID}/control", AgentControlHandler),
-                (rf"/tool-terminal/api/agents/{_ID}/shared", AgentSharedHandler),
-                (rf"/tool-terminal/api/agents/{_ID}/shared/{_ID}", AgentSharedSessionHandler),
+                (rf"/tool-terminal/api/agents/{ID}", AgentHandler),
+                (rf"/tool-terminal/api/agents/{ID}/control", AgentControlHandler),
+                (rf"/tool-terminal/api/agents/{ID}/shared", AgentSharedHandler),
+                (rf"/tool-terminal/api/agents/{ID}/shared/{ID}", AgentSharedSessionHandler),
                 (r"/tool-terminal/mcp", MCPHandler),
                 (r"/tool-terminal/login", LoginPage),
                 (r"/tool-terminal/?", ToolTilesPage),
@@ -749,3 +662,13 @@ class ToolTerminalApp(ExtensionApp):
             self.tool_runtime.close()
         if self.hub_activity is not None:
             self.hub_activity.stop()
+
+
+if t.TYPE_CHECKING:
+    from .base import ToolTerminalExtension
+
+    # The handlers see the app through these protocols: mypy checks that it is each of them.
+    _AS_SEEN_BY_HANDLERS: type[ToolTerminalExtension] = ToolTerminalApp
+    _AS_SEEN_BY_STATUS: type[StatusExtension] = ToolTerminalApp
+    _AS_SEEN_BY_AGENT_ROUTES: type[AgentsExtension] = ToolTerminalApp
+    _AS_SEEN_BY_MCP: type[MCPExtension] = ToolTerminalApp

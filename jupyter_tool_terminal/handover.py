@@ -48,10 +48,13 @@ import typing as t
 
 from tornado.httpserver import HTTPServer
 
-from .manager import SessionManager
+from .manager import ToolTerminalManager
 from .runtime import ShellChannel, ToolRuntime
-from .session import Session
+from .session import ToolTerminal
 from .tooltypes import ToolType
+
+if t.TYPE_CHECKING:
+    from jupyter_server.serverapp import ServerApp
 
 #: The protocol's version: a successor and a predecessor of different versions do not talk.
 PROTOCOL = 1
@@ -144,7 +147,7 @@ def receive(sock: socket.socket) -> tuple[dict[str, t.Any], list[int]]:
     return message, fds
 
 
-# -- the listening sockets of the HTTP server (tornado keeps them in private dicts) ----------
+# -- the listening sockets of the HTTP server (tornado and jupyter_server keep them private) --
 
 
 def _pause_accepting(server: HTTPServer) -> list[socket.socket]:
@@ -164,6 +167,19 @@ def _close_listening(server: HTTPServer, sockets: list[socket.socket]) -> None:
         sock.close()
 
 
+def serve_only_on_inherited(serverapp: ServerApp, sockets: list[socket.socket]) -> None:
+    """Have ``serverapp`` bind no port of its own: it serves on the predecessor's ``sockets``
+    (added once they are let go of), on their port. jupyter_server has no public way to start
+    without binding, so its two private steps are skipped (``test_upstream`` fails if they go).
+    """
+    address = sockets[0].getsockname()
+    if isinstance(address, tuple):
+        serverapp.port = address[1]
+    server: t.Any = serverapp
+    server._find_http_port = lambda: None
+    server._bind_http_server = lambda: None
+
+
 def _check_ready(answer: t.Mapping[str, t.Any]) -> None:
     if not answer.get("ready"):
         raise HandoverError(answer.get("refused") or "the successor is not ready")
@@ -179,7 +195,7 @@ class Predecessor:
         self,
         path: str,
         *,
-        manager: SessionManager,
+        manager: ToolTerminalManager,
         runtime: ToolRuntime,
         http_server: t.Callable[[], HTTPServer | None],
         on_handed_over: t.Callable[[], None],
@@ -306,7 +322,7 @@ class Predecessor:
         return True
 
     async def _state(
-        self, suspended: list[tuple[Session, ShellChannel]]
+        self, suspended: list[tuple[ToolTerminal, ShellChannel]]
     ) -> tuple[dict[str, t.Any], list[int]]:
         sessions, fds = [], []
         for session, channel in suspended:
@@ -416,7 +432,10 @@ class Successor:
 
 
 async def adopt(
-    inheritance: Inheritance, manager: SessionManager, runtime: ToolRuntime, log: logging.Logger
+    inheritance: Inheritance,
+    manager: ToolTerminalManager,
+    runtime: ToolRuntime,
+    log: logging.Logger,
 ) -> None:
     """Go on with every session of ``inheritance`` here (its shells were the predecessor's)."""
     for entry, sock in inheritance.sessions:

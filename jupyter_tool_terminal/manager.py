@@ -6,18 +6,32 @@ import asyncio
 import collections
 import contextlib
 import datetime
-import logging
 import re
 import time
 import typing as t
 
+from traitlets import Float, Integer, TraitType
+from traitlets.config import LoggingConfigurable
+
 from . import metrics
+from .errors import (
+    Conflict,
+    EngineUnavailable,
+    LimitReached,
+    NotFound,
+    NotPermitted,
+    NotRunning,
+    RecordingFailed,
+    SessionError,
+    ShuttingDown,
+)
 from .events import AuditLog
+from .protocol import ClientMessage
 from .recording import Recorder, RecordingError
 from .runtime import RuntimeUnavailable, ToolRuntime
 from .runtime.base import Instance, ShellChannel, valid_instance_id
 from .screen import ScreenModels
-from .session import Session
+from .session import TerminalClient, ToolTerminal
 from .tooltypes import ToolType
 
 #: What a request for a new session is told while the server stops.
@@ -36,8 +50,6 @@ SESSION_ID = re.compile(r"[A-Za-z0-9_-]{32}")
 #: A user name an owner may grant a view to: what Jupyter and JupyterHub user names look like
 #: (no whitespace, no control characters, no '/', which could not be revoked by URL).
 USER_NAME = re.compile(r"[^\s/\x00-\x1f\x7f]{1,128}")
-#: Users one session may be shared with at once (the default of `max_observers`).
-MAX_OBSERVERS = 16
 
 
 #: What open terminals are told when the server stops (they close with 1001, going away).
@@ -45,64 +57,6 @@ SHUTDOWN_MESSAGE = (
     "The tool-terminal server is stopping (a restart or an upgrade), so this terminal ended and "
     "what ran in it was stopped. Start a new one once the server is back."
 )
-
-
-class SessionError(Exception):
-    """A request about sessions cannot be honoured; ``status`` is the HTTP status to answer."""
-
-    status = 400
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-class NotPermitted(SessionError):
-    """Not the caller's, or does not exist: deliberately the same answer for both."""
-
-    status = 403
-
-
-class NotRunning(SessionError):
-    """The tool instance exists and is the caller's, but its container is not running."""
-
-    status = 409
-
-
-class Conflict(SessionError):
-    """The request contradicts the current state (a grant that already exists)."""
-
-    status = 409
-
-
-class NotFound(SessionError):
-    """A sub-resource of the caller's own session does not exist (an observer not granted)."""
-
-    status = 404
-
-
-class RecordingFailed(SessionError):
-    """The tool type records its sessions and the recording cannot be written."""
-
-    status = 500
-
-
-class LimitReached(SessionError):
-    """A session limit is reached."""
-
-    status = 429
-
-
-class EngineUnavailable(SessionError):
-    """The container engine failed."""
-
-    status = 503
-
-
-class ShuttingDown(SessionError):
-    """The server is stopping: it starts no new session."""
-
-    status = 503
 
 
 def valid_session_id(value: t.Any) -> bool:
@@ -117,6 +71,40 @@ def _release(counts: collections.Counter[str], key: str) -> None:
         del counts[key]
 
 
+class Admission:
+    """A connection admitted to a session by :meth:`ToolTerminalManager.admit`: its handle on
+    the session, through the manager (``attach``, ``receive``, ``detach``)."""
+
+    def __init__(self, session: ToolTerminal, principal: str, observer: bool) -> None:
+        self._session = session
+        #: Who connected, as the session knows them (owner label value or observer name).
+        self.principal = principal
+        #: Whether the connection only watches (the session was shared with its user).
+        self.observer = observer
+        #: Whether it is attached (and holds a connection slot).
+        self.attached = False
+
+    @property
+    def session_id(self) -> str:
+        """The session's id."""
+        return self._session.id
+
+    @property
+    def owner(self) -> str:
+        """The session's owner."""
+        return self._session.owner
+
+    @property
+    def instance_id(self) -> str:
+        """The id of the session's tool instance."""
+        return self._session.instance.id
+
+    @property
+    def ended(self) -> bool:
+        """Whether the session has ended."""
+        return self._session.ended
+
+
 class UserDirectory(t.Protocol):
     """Something that knows the users of this deployment (JupyterHub does)."""
 
@@ -124,49 +112,125 @@ class UserDirectory(t.Protocol):
         """Whether a user ``name`` exists; ``None`` if it cannot tell."""
 
 
-class SessionManager:
-    """Creates, finds and ends sessions, and enforces who may see which."""
+class ToolTerminalManager(LoggingConfigurable):
+    """Creates, finds and ends sessions, and enforces who may see which.
+
+    Configurable as ``c.ToolTerminalManager`` (its limits and timers); each of its settings
+    can also be set as ``c.ToolTerminalApp.NAME`` (see :func:`manager_setting`).
+    """
+
+    max_sessions_per_user = Integer(
+        8,
+        min=1,
+        help="How many tool terminals one user may have open at once; more are refused (429).",
+    ).tag(config=True)
+
+    max_sessions = Integer(
+        64,
+        min=1,
+        help="How many tool terminals the whole server holds at once; more are refused (429).",
+    ).tag(config=True)
+
+    idle_timeout = Float(
+        0,
+        min=0,
+        help="""Seconds without input or output after which a tool terminal is closed and its
+        processes killed. 0 turns idle culling off. WebSocket pings do not count as activity.""",
+    ).tag(config=True)
+
+    disconnect_grace = Float(
+        60,
+        min=0,
+        help="""Seconds a session survives after its last client disconnected, so that a page
+        reload (or a dropped network) can reconnect to it and find its shell and programs
+        still running. 0 closes it at once.""",
+    ).tag(config=True)
+
+    attach_timeout = Float(
+        60,
+        min=0,
+        help="""Seconds a session created over REST waits for its first WebSocket client
+        before it is closed. 0 turns this off: such a session then lasts until it is deleted,
+        its shell exits, it goes idle (`idle_timeout`) or the server stops.""",
+    ).tag(config=True)
+
+    max_clients_per_session = Integer(
+        8,
+        min=1,
+        help="""How many WebSocket connections of its owner one tool terminal accepts at once
+        (tabs showing it; observers' connections are bounded apart and never take these). More
+        are refused before the upgrade with 429 (or, if several arrive at once, closed with
+        code 1013 after an `error` message).""",
+    ).tag(config=True)
+
+    max_observers = Integer(
+        16,
+        min=1,
+        help="""How many users one tool terminal can be shared with read-only at once; a
+        further grant is refused (429).""",
+    ).tag(config=True)
+
+    max_observer_clients_per_session = Integer(
+        8,
+        min=1,
+        help="""How many WebSocket connections of observers (all of them together) one tool
+        terminal accepts at once; more are refused as for `max_clients_per_session`.""",
+    ).tag(config=True)
+
+    max_clients_per_observer = Integer(
+        2,
+        min=1,
+        help="""How many WebSocket connections one observer may hold to one tool terminal
+        shared with them; more are refused as for `max_clients_per_session`.""",
+    ).tag(config=True)
+
+    max_clients_per_user = Integer(
+        32,
+        min=1,
+        help="""How many terminal WebSocket connections one user may hold open at once, over
+        all their tool terminals; more are refused as for `max_clients_per_session`.""",
+    ).tag(config=True)
+
+    max_input_backlog = Integer(
+        1024 * 1024,
+        min=1024,
+        help="""Bytes of input (keystrokes, pastes) a tool terminal queues for a program that
+        does not read them yet. Input beyond it is refused with an `error` message; the
+        connection itself is never held up by it.""",
+    ).tag(config=True)
+
+    replay_buffer_size = Integer(
+        64 * 1024,
+        min=1024,
+        help="""Characters of recent output each session keeps for its screen model (the
+        server-side picture of the terminal that a connecting client receives). Of a flood of
+        output only this much of the end is fed to the model: enough for the final screen and
+        its scrollback.""",
+    ).tag(config=True)
+
+    scrollback_lines = Integer(
+        500,
+        min=0,
+        help="""Lines of scrollback each session's screen model keeps; a connecting client
+        receives them (at most 32 Ki characters of them) above the current screen.""",
+    ).tag(config=True)
 
     def __init__(
         self,
         *,
         runtime: ToolRuntime,
         tool_types: t.Mapping[str, ToolType],
-        max_sessions: int,
-        max_sessions_per_user: int,
-        idle_timeout: float,
-        disconnect_grace: float,
-        attach_timeout: float,
-        replay_limit: int,
-        max_clients_per_session: int = 8,
-        max_clients_per_user: int = 32,
-        max_observers: int = MAX_OBSERVERS,
-        max_observer_clients_per_session: int = 8,
-        max_clients_per_observer: int = 2,
-        input_limit: int = 1024 * 1024,
-        log: logging.Logger,
-        scrollback_lines: int = 500,
         screens: ScreenModels | None = None,
         audit: AuditLog | None = None,
         recorder: Recorder | None = None,
         on_activity: t.Callable[[str, datetime.datetime], None] | None = None,
         user_directory: UserDirectory | None = None,
+        **settings: t.Any,
     ) -> None:
+        """``settings``: ``parent``, ``log``, ``config`` and any of the traits above."""
+        super().__init__(**settings)
         self.runtime = runtime
         self.tool_types = dict(tool_types)
-        self.max_sessions = max_sessions
-        self.max_sessions_per_user = max_sessions_per_user
-        self.idle_timeout = idle_timeout
-        self.disconnect_grace = disconnect_grace
-        self.attach_timeout = attach_timeout
-        self.replay_limit = replay_limit
-        self.max_clients_per_session = max_clients_per_session
-        self.max_clients_per_user = max_clients_per_user
-        self.max_observers = max_observers
-        self.max_observer_clients_per_session = max_observer_clients_per_session
-        self.max_clients_per_observer = max_clients_per_observer
-        self.input_limit = input_limit
-        self.scrollback_lines = scrollback_lines
         #: The sessions' screen models: their emulator and shared memory budget.
         self.screens = screens or ScreenModels()
         # Open WebSocket connections per user (the owner name they act as).
@@ -175,17 +239,16 @@ class SessionManager:
         # observers can never take the owner's slots).
         self._owner_clients: collections.Counter[str] = collections.Counter()
         self._observer_clients: dict[str, collections.Counter[str]] = {}
-        self.log = log
-        self.audit = audit or AuditLog(None, log)
+        self.audit = audit or AuditLog(None, self.log)
         #: Starts the recordings of tool types that record (``None``: recording unavailable).
         self.recorder = recorder
         #: Called with the time of a session's input or output (at most once a second each).
         self.on_activity = on_activity
         #: Who the users are, where something knows (a Hub); shares name existing users only.
         self.user_directory = user_directory
-        self.sessions: dict[str, Session] = {}
+        self.sessions: dict[str, ToolTerminal] = {}
         #: Called with every session that ends (after it left ``sessions``).
-        self.ended_listeners: list[t.Callable[[Session], None]] = []
+        self.ended_listeners: list[t.Callable[[ToolTerminal], None]] = []
         # Slots taken by sessions still starting, so that limits hold under concurrency.
         self._starting: dict[str, int] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
@@ -211,11 +274,11 @@ class SessionManager:
 
     # -- queries ------------------------------------------------------------------------------
 
-    def list_sessions(self, owner: str) -> list[Session]:
+    def list_sessions(self, owner: str) -> list[ToolTerminal]:
         """The caller's sessions, oldest first."""
         return [session for session in self.sessions.values() if session.owner == owner]
 
-    def get_session(self, owner: str, session_id: t.Any) -> Session:
+    def get_session(self, owner: str, session_id: t.Any) -> ToolTerminal:
         """The caller's session ``session_id``; :class:`NotPermitted` for anything else."""
         session = self.sessions.get(session_id) if valid_session_id(session_id) else None
         if session is None or session.owner != owner or session.ended:
@@ -223,7 +286,7 @@ class SessionManager:
             raise NotPermitted(msg)
         return session
 
-    def get_viewable(self, principal: str, session_id: t.Any) -> tuple[Session, bool]:
+    def get_viewable(self, principal: str, session_id: t.Any) -> tuple[ToolTerminal, bool]:
         """The session ``session_id`` if ``principal`` owns or observes it, and whether it
         only observes; :class:`NotPermitted` (as for a session that does not exist) else."""
         session = self.sessions.get(session_id) if valid_session_id(session_id) else None
@@ -235,7 +298,7 @@ class SessionManager:
         msg = "No such session for this user."
         raise NotPermitted(msg)
 
-    def list_observed(self, principal: str) -> list[Session]:
+    def list_observed(self, principal: str) -> list[ToolTerminal]:
         """Sessions of other users that ``principal`` was granted a view of."""
         return [
             session
@@ -245,7 +308,7 @@ class SessionManager:
 
     # -- observers ----------------------------------------------------------------------------
 
-    async def grant(self, session: Session, user: t.Any, username: str) -> None:
+    async def grant(self, session: ToolTerminal, user: t.Any, username: str) -> None:
         """Let ``user`` watch ``session`` read-only (``username`` is the granting owner's)."""
         if not isinstance(user, str) or not USER_NAME.fullmatch(user):
             msg = "The user must be a user name (1-128 characters, no spaces or '/')."
@@ -269,7 +332,7 @@ class SessionManager:
         self.log.info("Tool terminal %s shared read-only with %s", session.id[:8], user)
         self._audit("grant", session, username=username, observer=user)
 
-    def revoke(self, session: Session, user: str, username: str) -> None:
+    def revoke(self, session: ToolTerminal, user: str, username: str) -> None:
         """Stop sharing ``session`` with ``user``; its connections close at once."""
         if user not in session.observers:
             msg = f"The terminal is not shared with {user}."
@@ -309,7 +372,7 @@ class SessionManager:
         username: str,
         agent: dict[str, str] | None = None,
         size: tuple[int, int] | None = None,
-    ) -> Session:
+    ) -> ToolTerminal:
         """Start a session in the caller's instance ``instance_id``.
 
         ``owner`` is the owner label the caller acts as; ``username`` their Jupyter username;
@@ -347,7 +410,7 @@ class SessionManager:
         username: str,
         agent: dict[str, str] | None,
         size: tuple[int, int] | None,
-    ) -> Session:
+    ) -> ToolTerminal:
         started = time.monotonic()
         if not valid_instance_id(instance_id):
             msg = "No such tool instance for this user."
@@ -411,15 +474,15 @@ class SessionManager:
 
     def _new_session(
         self, owner: str, username: str, instance: Instance, tool: ToolType
-    ) -> Session:
-        return Session(
+    ) -> ToolTerminal:
+        return ToolTerminal(
             owner=owner,
             username=username,
             instance=instance,
             tool=tool,
             runtime=self.runtime,
-            replay_limit=self.replay_limit,
-            input_limit=self.input_limit,
+            replay_buffer_size=self.replay_buffer_size,
+            max_input_backlog=self.max_input_backlog,
             scrollback_lines=self.scrollback_lines,
             screens=self.screens,
             on_ended=self._session_ended,
@@ -429,7 +492,7 @@ class SessionManager:
 
     # -- hand-over (see handover.py) ----------------------------------------------------------
 
-    async def suspend_all(self) -> list[tuple[Session, ShellChannel]]:
+    async def suspend_all(self) -> list[tuple[ToolTerminal, ShellChannel]]:
         """Refuse new sessions and suspend every session for a hand-over; the suspended
         ones, each with its shell. Undo with :meth:`resume_all`."""
         self._handing_over = True
@@ -441,7 +504,7 @@ class SessionManager:
                 suspended.append((session, channel))
         return suspended
 
-    def _suspended(self) -> list[Session]:
+    def _suspended(self) -> list[ToolTerminal]:
         return [session for session in self.sessions.values() if session.suspended]
 
     def resume_all(self) -> None:
@@ -473,8 +536,8 @@ class SessionManager:
         instance: Instance,
         tool: ToolType,
         channel: ShellChannel,
-    ) -> Session:
-        """Go on with a predecessor's session (see :meth:`Session.adopt`); it waits for its
+    ) -> ToolTerminal:
+        """Go on with a predecessor's session (see :meth:`ToolTerminal.adopt`); it waits for its
         clients to reconnect (:data:`HANDOVER_RECONNECT` or ``disconnect_grace``)."""
         session = self._new_session(state["owner"], state["username"], instance, tool)
         session.agent = state.get("agent")
@@ -484,12 +547,12 @@ class SessionManager:
         self.sessions[session.id] = session
         metrics.SESSIONS.labels(instance.runtime).inc()
         self.start_culling()
-        if session.agent is None:  # an agent's terminal waits for nobody (see client_detached)
+        if session.agent is None:  # an agent's terminal waits for nobody (see _client_detached)
             self._arm_timer(session, self._reconnect_grace, "last client disconnected")
         self.log.info("Tool terminal %s taken over from the predecessor", session.id[:8])
         return session
 
-    async def _start_recording(self, session: Session) -> None:
+    async def _start_recording(self, session: ToolTerminal) -> None:
         if self.recorder is None:
             msg = "This tool type records its terminals, and recording is not available."
             raise RecordingFailed(msg)
@@ -507,7 +570,7 @@ class SessionManager:
             raise RecordingFailed(str(error)) from error
 
     def _audit(
-        self, action: str, session: Session, username: str | None = None, **fields: t.Any
+        self, action: str, session: ToolTerminal, username: str | None = None, **fields: t.Any
     ) -> None:
         self.audit.emit(
             action,
@@ -519,7 +582,7 @@ class SessionManager:
             **fields,
         )
 
-    def _session_ended(self, session: Session, reason: str, exit_code: int | None) -> None:
+    def _session_ended(self, session: ToolTerminal, reason: str, exit_code: int | None) -> None:
         if self.sessions.pop(session.id, None) is not None:
             metrics.SESSIONS.labels(session.instance.runtime).dec()
         metrics.count_kill(reason)
@@ -530,7 +593,7 @@ class SessionManager:
         for listener in self.ended_listeners:
             listener(session)
 
-    def _arm_timer(self, session: Session, delay: float, reason: str) -> None:
+    def _arm_timer(self, session: ToolTerminal, delay: float, reason: str) -> None:
         self._disarm_timer(session)
         if delay <= 0:
             self._spawn_task(session.close(reason))
@@ -540,12 +603,65 @@ class SessionManager:
             delay, lambda: self._spawn_task(session.close(reason))
         )
 
-    def _disarm_timer(self, session: Session) -> None:
+    def _disarm_timer(self, session: ToolTerminal) -> None:
         timer = self._timers.pop(session.id, None)
         if timer is not None:
             timer.cancel()
 
-    def check_client_slot(self, session: Session, user: str, observer: bool = False) -> None:
+    # -- connections: the only door of a WebSocket to a session ----------------------------
+
+    def admit(self, principal: str, session_id: t.Any) -> Admission:
+        """Admit a connection of ``principal`` to ``session_id`` (before the WebSocket upgrade):
+        :class:`NotPermitted` unless it owns or observes it, :class:`LimitReached` if it may
+        not open another connection to it."""
+        session, observer = self.get_viewable(principal, session_id)
+        self._check_client_slot(session, principal, observer)
+        return Admission(session, principal, observer)
+
+    async def attach(self, admission: Admission, client: TerminalClient) -> bool:
+        """Attach ``client`` (upgraded): it gets ``setup``, the screen, then live output;
+        ``False`` if the session ended meanwhile, :class:`LimitReached` if the connections that
+        passed :meth:`admit` together do not all fit."""
+        session = admission._session
+        if session.ended:
+            return False
+        self._check_client_slot(session, admission.principal, admission.observer)
+        self._client_attached(session, admission.principal, observer=admission.observer)
+        admission.attached = True
+        await session.attach(client)
+        return True
+
+    def receive(
+        self, admission: Admission, client: TerminalClient, message: ClientMessage
+    ) -> str | None:
+        """Hand a client's message to its session; what to tell the client if it is refused."""
+        return admission._session.receive(client, message)
+
+    def still_admits(self, admission: Admission, principal: str | None) -> bool:
+        """Whether ``principal`` (who the connection's credentials name now) may still hold
+        ``admission``: the owner, or the same observer while the session is shared with it."""
+        session = admission._session
+        if admission.observer:
+            return principal == admission.principal and principal in session.observers
+        return principal == session.owner
+
+    def detach(self, admission: Admission, client: TerminalClient, revoked: bool = False) -> None:
+        """The connection closed; the owner's last one leaving ends the session after
+        ``disconnect_grace``, or at once if its access was ``revoked`` (a logout must not leave
+        a shell behind for a minute)."""
+        if not admission.attached:
+            return
+        admission.attached = False
+        session = admission._session
+        session.detach(client)
+        self._client_detached(
+            session,
+            admission.principal,
+            observer=admission.observer,
+            grace=0 if revoked and not admission.observer else None,
+        )
+
+    def _check_client_slot(self, session: ToolTerminal, user: str, observer: bool = False) -> None:
         """Raise :class:`LimitReached` if ``user`` may not open another connection to
         ``session`` (checked before the upgrade, and again when it attaches). The owner's
         connections and observers' are bounded apart: watching never takes the owner's slots,
@@ -576,7 +692,7 @@ class SessionManager:
             )
             raise LimitReached(msg)
 
-    def client_attached(self, session: Session, user: str, observer: bool = False) -> None:
+    def _client_attached(self, session: ToolTerminal, user: str, observer: bool = False) -> None:
         """A client of ``user`` connected (its slot checked): the session no longer waits to
         be closed. Observers do not keep a session alive: it belongs to its owner."""
         self._clients_by_user[user] += 1
@@ -586,8 +702,8 @@ class SessionManager:
             self._owner_clients[session.id] += 1
             self._disarm_timer(session)
 
-    def client_detached(
-        self, session: Session, user: str, observer: bool = False, grace: float | None = None
+    def _client_detached(
+        self, session: ToolTerminal, user: str, observer: bool = False, grace: float | None = None
     ) -> None:
         """A client disconnected: the owner's last one leaving ends the session (after the
         grace, ``disconnect_grace`` unless given), whether or not observers still watch."""
@@ -611,7 +727,7 @@ class SessionManager:
             else:
                 self._arm_timer(session, grace, "access revoked")
 
-    async def reset_session(self, session: Session) -> None:
+    async def reset_session(self, session: ToolTerminal) -> None:
         """Restart the session's shell."""
         started = time.monotonic()
         try:
@@ -622,7 +738,7 @@ class SessionManager:
         metrics.RESETS.labels(session.instance.runtime).inc()
         self._audit("reset", session, duration=time.monotonic() - started)
 
-    async def close_session(self, session: Session, reason: str) -> None:
+    async def close_session(self, session: ToolTerminal, reason: str) -> None:
         """End a session and kill its processes."""
         await session.close(reason)
 
@@ -667,3 +783,17 @@ class SessionManager:
         for task in list(self._tasks):
             with contextlib.suppress(Exception):
                 await task
+
+
+def manager_setting(name: str) -> TraitType[t.Any, t.Any]:
+    """A trait of ``ToolTerminalApp`` that sets ``ToolTerminalManager.NAME`` (the same kind and
+    default; its help says where the setting lives)."""
+    trait = ToolTerminalManager.class_traits()[name]
+    bounds = {
+        key: getattr(trait, key) for key in ("min", "max") if getattr(trait, key, None) is not None
+    }
+    return type(trait)(
+        trait.default_value,
+        help=f"The same as ToolTerminalManager.{name} (set either): {trait.help}",
+        **bounds,
+    ).tag(config=True)

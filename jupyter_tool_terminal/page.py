@@ -14,8 +14,7 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import JupyterHandler
 from tornado import web
 
-from .handlers import AUTH_RESOURCE, ToolTerminalMixin
-from .manager import SessionError
+from .base import AUTH_RESOURCE, ToolTerminalMixin
 
 _PAGE = """<!DOCTYPE html>
 <html lang="en">
@@ -41,6 +40,7 @@ class ToolTilesPage(ToolTerminalMixin, JupyterHandler):
     """The caller's tool instances as tiles (read access to this extension's resource)."""
 
     auth_resource = AUTH_RESOURCE
+    json_errors = False
 
     @web.authenticated
     @authorized
@@ -49,10 +49,7 @@ class ToolTilesPage(ToolTerminalMixin, JupyterHandler):
         owner = self.tool_user()
         if owner is None:
             raise web.HTTPError(403)
-        try:
-            instances = await self.tool_sessions.list_instances(owner)
-        except SessionError as error:
-            raise web.HTTPError(error.status, error.message) from None
+        instances = await self.tool_sessions.list_instances(owner)
         tiles = "".join(
             f'<li class="jp-ToolTerminal-tile" data-instance="{html.escape(item["id"])}">'
             f"<strong>{html.escape(item['display_name'])}</strong><br>"
@@ -103,6 +100,7 @@ class LoginPage(ToolTerminalMixin, JupyterHandler):
     """
 
     auth_resource = AUTH_RESOURCE
+    json_errors = False
 
     @web.authenticated
     @authorized

@@ -312,7 +312,7 @@ class Recorder:
     ) -> Recording:
         """Create the session's file and write its header (blocking: call it in a thread).
 
-        ``environment``: the shell's (see :attr:`.Session.environment`); the values of its
+        ``environment``: the shell's (see :attr:`.ToolTerminal.environment`); the values of its
         secret variables are hidden as well. Raises :class:`RecordingError` if the file cannot
         be created and written.
         """

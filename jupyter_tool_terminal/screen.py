@@ -8,19 +8,18 @@ session feeds its output into a terminal emulator, `pyte <https://github.com/sel
 and a new client receives the emulator's current state rendered as ANSI that rebuilds it.
 
 pyte is pure Python and much slower than the terminal stream (a flood runs at tens of MB/s), so
-output is never fed on the hot path: :meth:`ScreenModel.feed` only queues it (a bounded queue:
-of a flood only the last ``lookback`` characters matter for the final screen). All the models
-of a process are worked off by one scheduler, in steps of at most ``STEP_TIME``, that together
-take at most ``MODELS_DUTY`` of the event loop's time, each model within its own CPU budget
-(``MODEL_CPU_SHARE``): one session's output cannot take another session's latency, however
-expensive it is to emulate. Every unit of work is small (a slice of output, a few dozen cells
-of a line rendered), so that no step overruns: lines that scroll off the screen are kept as
-they are and rendered later, newest first, only as far as the scrollback's character budget
-reaches. Nothing the program writes can make the model grow without bound either: parameters
-and unterminated escape sequences are bounded, the scrollback is bounded in rendered
-characters, and the operations of pyte that touch every cell of the screen for a few bytes of
-input are replaced by ones that cost one step per line.
-"""
+output is never fed on the hot path: :meth:`ScreenModel.feed` only queues it (a bounded queue: of a
+flood only the last ``replay_buffer_size`` characters matter for the final screen). All the models
+of a process are worked off by one scheduler, in steps of at most ``STEP_TIME``, that together take
+at most ``MODELS_DUTY`` of the event loop's time, each model within its own CPU budget
+(``MODEL_CPU_SHARE``): one session's output cannot take another session's latency, however expensive
+it is to emulate. Every unit of work is small (a slice of output, a few dozen cells of a line
+rendered), so that no step overruns: lines that scroll off the screen are kept as they are and
+rendered later, newest first, only as far as the scrollback's character budget reaches. Nothing the
+program writes can make the model grow without bound either: parameters and unterminated escape
+sequences are bounded, the scrollback is bounded in rendered characters, and the operations of pyte
+that touch every cell of the screen for a few bytes of input are replaced by ones that cost one step
+per line."""
 
 from __future__ import annotations
 
@@ -623,7 +622,7 @@ class ScreenBudget:
     recent output first, until the total is under the limit again; such a model keeps no
     scrollback from then on (a client attaching to it gets only the visible screen). What is
     left is the models' visible screens and queues, bounded per model (``MAX_MODEL_ROWS`` x
-    ``MAX_MODEL_COLS``, ``lookback``).
+    ``MAX_MODEL_COLS``, ``replay_buffer_size``).
     """
 
     def __init__(self, limit: int, log: logging.Logger | None = None) -> None:
@@ -670,9 +669,9 @@ class ScreenModel:
     """What one terminal shows: fed its output cheaply, rendered for a client that attaches.
 
     ``feed`` and ``resize`` only queue; the scheduler works the queue off the hot path (see
-    the module docstring). The queue holds at most ``lookback`` characters: older output that
-    was never fed is dropped, except the modes it switched (alternate screen, cursor
-    visibility...). The emulator behind it is a subclass's (:class:`PyteScreenModel`,
+    the module docstring). The queue holds at most ``replay_buffer_size`` characters: older
+    output that was never fed is dropped, except the modes it switched (alternate screen,
+    cursor visibility...). The emulator behind it is a subclass's (:class:`PyteScreenModel`,
     :class:`~jupyter_tool_terminal.screen_ghostty.GhosttyScreenModel`; :func:`new_model`
     chooses).
     """
@@ -691,13 +690,13 @@ class ScreenModel:
         cols: int = 80,
         *,
         scrollback_lines: int,
-        lookback: int,
+        replay_buffer_size: int,
         budget: ScreenBudget | None = None,
     ) -> None:
         #: The terminal's size as last told (the model's own is at most the largest model).
         self.size = (rows, cols)
         self.scrollback_lines = max(scrollback_lines, 0)
-        self._lookback = max(lookback, 1)
+        self._replay_buffer_size = max(replay_buffer_size, 1)
         self._queue: collections.deque[str | tuple[int, int]] = collections.deque()
         self._queued = 0
         self._last_feed = 0.0
@@ -792,7 +791,7 @@ class ScreenModel:
         """Queue output for the model (cheap: called for every piece of output)."""
         self._queue.append(text)
         self._queued += len(text)
-        if self._queued > self._lookback and not self._held:
+        if self._queued > self._replay_buffer_size and not self._held:
             self._drop_oldest()
         self._last_feed = self.last_output = time.monotonic()
         if self._timer is None and not self.closed:
@@ -825,15 +824,15 @@ class ScreenModel:
             self._awaited.add_done_callback(lambda _: self._close_emulator())
 
     def _drop_oldest(self) -> None:
-        """Drop queued output beyond ``lookback``; keep the modes it switched."""
+        """Drop queued output beyond ``replay_buffer_size``; keep the modes it switched."""
         carried: dict[int, str] = {}
         size: tuple[int, int] | None = None
-        while self._queued > self._lookback:
+        while self._queued > self._replay_buffer_size:
             item = self._queue.popleft()
             if isinstance(item, tuple):
                 size = item
                 continue
-            excess = self._queued - self._lookback
+            excess = self._queued - self._replay_buffer_size
             if len(item) > excess:
                 # Keep the end of this piece, starting at a line (not inside a sequence).
                 newline = item.find("\n", excess, excess + 4096)
@@ -995,7 +994,7 @@ class ScreenModel:
             return  # (close answered the waiters itself and cleared the queue)
         self._held -= 1
         if not self._held:
-            if self._queued > self._lookback:
+            if self._queued > self._replay_buffer_size:
                 self._drop_oldest()
             _scheduler().want(self)
 
@@ -1200,12 +1199,16 @@ def new_model(
     cols: int = 80,
     *,
     scrollback_lines: int,
-    lookback: int,
+    replay_buffer_size: int,
     budget: ScreenBudget | None = None,
 ) -> ScreenModel:
     """A screen model on ``backend`` (see :func:`model_class`)."""
     return model_class(backend)(
-        rows, cols, scrollback_lines=scrollback_lines, lookback=lookback, budget=budget
+        rows,
+        cols,
+        scrollback_lines=scrollback_lines,
+        replay_buffer_size=replay_buffer_size,
+        budget=budget,
     )
 
 
@@ -1225,8 +1228,10 @@ class ScreenModels:
         self.backend = self.model_class.backend
         self.budget = ScreenBudget(memory_limit, log) if memory_limit is not None else None
 
-    def new(self, *, scrollback_lines: int, lookback: int) -> ScreenModel:
+    def new(self, *, scrollback_lines: int, replay_buffer_size: int) -> ScreenModel:
         """A model for a new session's terminal."""
         return self.model_class(
-            scrollback_lines=scrollback_lines, lookback=lookback, budget=self.budget
+            scrollback_lines=scrollback_lines,
+            replay_buffer_size=replay_buffer_size,
+            budget=self.budget,
         )

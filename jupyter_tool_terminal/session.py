@@ -6,24 +6,29 @@ import asyncio
 import codecs
 import contextlib
 import datetime
-import json
 import logging
 import math
 import secrets
 import time
 import typing as t
 
+from .protocol import (
+    ClientMessage,
+    SetSize,
+    Stdin,
+    Unknown,
+    clamp_size,
+    disconnect_frame,
+    error_frame,
+    exit_frame,
+    setup_frame,
+    stdout_frame,
+)
 from .recording import Recording
 from .runtime import Instance, ShellChannel, ToolRuntime
 from .runtime.base import EngineUnreachable
 from .screen import ScreenModel, ScreenModels
 from .tooltypes import ToolType
-
-#: Terminal size bounds: anything a client sends is clamped into these.
-#: (Docker ignores a 1x1 size, so the floor is 2.)
-MIN_ROWS = MIN_COLS = 2
-MAX_ROWS = 500
-MAX_COLS = 1000
 
 #: How much is read from the engine's socket at once; larger reads mean fewer, larger frames.
 READ_CHUNK = 64 * 1024
@@ -58,14 +63,12 @@ class TerminalClient(t.Protocol):
         """Close the connection."""
 
 
+#: What an observer's ``stdin`` and ``set_size`` frames are told.
+READ_ONLY = "This terminal is shared with you read-only: you cannot type or resize."
+
 #: Called with each piece of a session's output as it arrives (after the screen model got it),
 #: and once with ``None`` when the session ended. It must return quickly: it runs in the pump.
 OutputListener = t.Callable[[str | None], None]
-
-
-def clamp_size(rows: int, cols: int) -> tuple[int, int]:
-    """Clamp a terminal size into the bounds the engine is ever asked for."""
-    return (min(max(rows, MIN_ROWS), MAX_ROWS), min(max(cols, MIN_COLS), MAX_COLS))
 
 
 def _now() -> datetime.datetime:
@@ -76,7 +79,7 @@ def _isoformat(moment: datetime.datetime) -> str:
     return moment.isoformat().replace("+00:00", "Z")
 
 
-class Session:
+class ToolTerminal:
     """A terminal session: one shell at a time (reset replaces it), any number of clients.
 
     The session owns the shell's whole process tree: whenever it ends (close, reset, the shell's
@@ -92,11 +95,11 @@ class Session:
         instance: Instance,
         tool: ToolType,
         runtime: ToolRuntime,
-        replay_limit: int,
-        input_limit: int = 1024 * 1024,
+        replay_buffer_size: int,
+        max_input_backlog: int = 1024 * 1024,
         scrollback_lines: int = 500,
         screens: ScreenModels | None = None,
-        on_ended: t.Callable[[Session, str, int | None], None],
+        on_ended: t.Callable[[ToolTerminal, str, int | None], None],
         log: logging.Logger,
         on_activity: t.Callable[[str, datetime.datetime], None] | None = None,
     ) -> None:
@@ -123,7 +126,7 @@ class Session:
         self.recording: Recording | None = None
         #: What the terminal shows, for clients that attach later (a reload, an observer).
         self.screen: ScreenModel = (screens or ScreenModels()).new(
-            scrollback_lines=scrollback_lines, lookback=replay_limit
+            scrollback_lines=scrollback_lines, replay_buffer_size=replay_buffer_size
         )
         #: The size (rows, cols) a new shell starts at, once one is known: the size the
         #: session was opened with, then the last one applied (a reset's shell keeps it).
@@ -136,10 +139,11 @@ class Session:
         self._pump_task: asyncio.Task[None] | None = None
         # Keystrokes waiting for the shell: queued so that a connection never waits for a
         # program that does not read (its frames, pongs included, must keep being read), and
-        # bounded: beyond ``input_limit`` bytes input is refused.
+        # bounded: beyond ``max_input_backlog`` bytes input is refused.
         self._input: list[bytes] = []
         self._input_size = 0
-        self._input_limit = input_limit
+        #: Bytes of input queued for the shell beyond which more is refused.
+        self.max_input_backlog = max_input_backlog
         self._input_task: asyncio.Task[None] | None = None
         self._lifecycle = asyncio.Lock()
         self._resize_task: asyncio.Task[None] | None = None
@@ -169,6 +173,10 @@ class Session:
         if self.agent is not None:
             model["agent"] = dict(self.agent)
         return model
+
+    def observed_model(self) -> dict[str, t.Any]:
+        """The session as an observer sees it listed: whose it is, and that it is read-only."""
+        return {**self.model(), "owner": self.owner, "role": "observer"}
 
     @property
     def environment(self) -> dict[str, str]:
@@ -251,7 +259,7 @@ class Session:
             self._tell_listeners_ended()
             await self._stop_shell()
             if message is not None:
-                self._broadcast(["error", message])
+                self._broadcast(error_frame(message))
             self._disconnect_clients(code)
             await self._end_recording()
 
@@ -265,11 +273,11 @@ class Session:
         for client in [*self.clients, *self._attaching]:
             if client.observer and client.principal == principal:
                 self.detach(client)
-                client.send_frame(json.dumps(["error", "The owner stopped sharing this terminal."]))
+                client.send_frame(error_frame("The owner stopped sharing this terminal."))
                 client.end(1008, "No longer shared")
 
     def _disconnect_clients(self, code: int | None = None, reason: str | None = None) -> None:
-        self._broadcast(["disconnect", 1])
+        self._broadcast(disconnect_frame())
         self.screen.close()
         clients, self.clients = self.clients + self._attaching, []
         self._attaching = []
@@ -278,12 +286,12 @@ class Session:
 
     # -- output -------------------------------------------------------------------------------
 
-    def _broadcast(self, message: list[t.Any]) -> list[t.Awaitable[None]]:
+    def _broadcast(self, frame: str) -> list[t.Awaitable[None]]:
         # Encoded once for every client.
-        frame = json.dumps(message, ensure_ascii=False).encode("utf-8")
+        encoded = frame.encode("utf-8")
         pending = []
         for client in list(self.clients):
-            future = client.send_frame(frame)
+            future = client.send_frame(encoded)
             if future is not None:
                 pending.append(future)
         return pending
@@ -345,7 +353,7 @@ class Session:
             self.recording.output(text)
         if self.output_listeners:
             self._tell_listeners(text)
-        return self._broadcast(["stdout", text])
+        return self._broadcast(stdout_frame(text))
 
     async def _shell_ended(self, channel: ShellChannel) -> None:
         async with self._lifecycle:
@@ -364,9 +372,9 @@ class Session:
             self._tell_listeners_ended()
             if code is None:
                 ended = f"{message[:1].upper()}{message[1:]}; the terminal has ended."
-                self._broadcast(["error", ended])
+                self._broadcast(error_frame(ended))
             else:
-                self._broadcast(["exit", code])
+                self._broadcast(exit_frame(code))
             await self._stop_shell()
             self._disconnect_clients()
             await self._end_recording()
@@ -395,14 +403,14 @@ class Session:
     async def attach(self, client: TerminalClient) -> None:
         """Add a client: it gets ``setup`` and the current screen, then everything live."""
         self._attaching.append(client)
-        client.send_frame(json.dumps(["setup", {}]))
+        client.send_frame(setup_frame())
         screen = await self.screen.snapshot()
         # No await from here on: output that came after the snapshot goes to this client live.
         if client not in self._attaching:
             return  # it left (or the session ended) meanwhile
         self._attaching.remove(client)
         if screen:
-            client.send_frame(json.dumps(["stdout", screen], ensure_ascii=False))
+            client.send_frame(stdout_frame(screen))
         self.clients.append(client)
         if client.size is not None:
             self._schedule_resize()
@@ -427,7 +435,7 @@ class Session:
         channel = self._channel
         if channel is None or self.ended or not text:
             return True
-        if self._input_size >= self._input_limit:
+        if self._input_size >= self.max_input_backlog:
             return False
         data = text.encode("utf-8", errors="replace")
         self._touch()
@@ -466,6 +474,24 @@ class Session:
                 return
             finally:
                 self._input_size = max(self._input_size - len(data), 0)
+
+    def receive(self, client: TerminalClient, message: ClientMessage) -> str | None:
+        """Act on a message from ``client``; what its ``error`` frame says if it is refused."""
+        if self.ended or isinstance(message, Unknown):
+            return None
+        if client.observer:
+            return READ_ONLY
+        if isinstance(message, Stdin):
+            if not self.write(message.text):
+                return (
+                    "Input not sent: the program in the terminal is not reading its input "
+                    f"and {self.input_backlog // 1024} KiB are already waiting for it. "
+                    "Wait for it, or reset the terminal."
+                )
+        elif isinstance(message, SetSize):
+            client.size = (message.rows, message.cols)
+            self.resize_requested()
+        return None
 
     def resize_requested(self) -> None:
         """A client changed its size: the terminal takes the smallest size of all clients."""

@@ -17,11 +17,11 @@ import typing as t
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
-from .handlers import ToolTerminalAPIHandler
+from .base import ToolTerminalAPIHandler, ToolTerminalExtension
 from .runtime import RuntimeUnavailable
 
 if t.TYPE_CHECKING:
-    from .manager import SessionManager
+    from .manager import ToolTerminalManager
 
 #: README sections the notes link to (GitHub's anchors of their headings).
 TOOL_TYPES_SECTION = "tool-instances-and-tool-types"
@@ -70,7 +70,7 @@ def no_tool_types() -> SetupNote:
     )
 
 
-async def unknown_tool_types(manager: SessionManager, owner: str) -> SetupNote | None:
+async def unknown_tool_types(manager: ToolTerminalManager, owner: str) -> SetupNote | None:
     """A note naming the tool types of ``owner``'s instances that are not configured."""
     try:
         instances = await manager.runtime.list_instances(owner)
@@ -88,6 +88,14 @@ async def unknown_tool_types(manager: SessionManager, owner: str) -> SetupNote |
     )
 
 
+class StatusExtension(ToolTerminalExtension, t.Protocol):
+    """What the status route needs of the extension, beside what every handler does."""
+
+    @property
+    def setup_notes(self) -> t.Sequence[SetupNote]:
+        """What start-up found that keeps users from tool terminals."""
+
+
 class SetupStatusHandler(ToolTerminalAPIHandler):
     """``GET /tool-terminal/api/status``: the runtime in use and what keeps tiles from showing.
 
@@ -98,7 +106,7 @@ class SetupStatusHandler(ToolTerminalAPIHandler):
     @authorized
     async def get(self) -> None:
         """``{"runtime": "docker" | "local" | null, "tool_types": N, "notes": [...]}``."""
-        app = self.tool_app
+        app = t.cast(StatusExtension, self.tool_app)
         notes = list(app.setup_notes)
         manager = app.session_manager
         runtime = None

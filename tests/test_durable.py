@@ -11,13 +11,13 @@ import pytest
 
 from jupyter_tool_terminal.app import ToolTerminalApp
 from jupyter_tool_terminal.screen import PyteScreenModel
-from jupyter_tool_terminal.session import Session
+from jupyter_tool_terminal.session import ToolTerminal
 
 from .conftest import Api, InstanceFactory, container_processes, wait_until
 from .terminal_client import TerminalClient
 
 
-def _session(tool_app: ToolTerminalApp, session_id: str) -> Session:
+def _session(tool_app: ToolTerminalApp, session_id: str) -> ToolTerminal:
     assert tool_app.session_manager is not None
     return tool_app.session_manager.sessions[session_id]
 
@@ -50,7 +50,7 @@ def _cells(screen: pyte.Screen) -> list[list[pyte.screens.Char | None]]:
     ]
 
 
-async def _assert_rebuilds(session: Session, term: TerminalClient) -> pyte.Screen:
+async def _assert_rebuilds(session: ToolTerminal, term: TerminalClient) -> pyte.Screen:
     """What ``term`` received since it attached (the snapshot, then live output until the
     output pauses), fed into a fresh pyte screen, must equal the server's screen model."""
     with contextlib.suppress(asyncio.TimeoutError):

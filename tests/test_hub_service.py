@@ -27,7 +27,7 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from jupyter_tool_terminal.app import SERVICE_URL_PAGE_CONFIG
-from jupyter_tool_terminal.handlers import ACCESS_CHECK_TIMEOUT
+from jupyter_tool_terminal.base import ACCESS_CHECK_TIMEOUT
 
 from .conftest import BASE_PROCESSES, InstanceFactory, wait_for_processes
 from .hub import (

@@ -12,7 +12,7 @@ from tornado.httpclient import HTTPClientError
 from traitlets.config import Config
 
 from jupyter_tool_terminal.app import ToolTerminalApp
-from jupyter_tool_terminal.handlers import TerminalSocket
+from jupyter_tool_terminal.websocket import TerminalSocket
 
 from .conftest import (
     BASE_PROCESSES,
@@ -146,8 +146,8 @@ class TestJupyterServerLogin:
 
         async def counting(socket: TerminalSocket) -> None:
             await real(socket)
-            if socket.session is not None:
-                counted[socket.session.id] += 1
+            if socket.admission is not None:
+                counted[socket.admission.session_id] += 1
 
         monkeypatch.setattr(TerminalSocket, "_check_access", counting)
         return counted

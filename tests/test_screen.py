@@ -59,11 +59,11 @@ class LoopWatch:
 
 
 def _model(rows: int = 24, cols: int = 80) -> PyteScreenModel:
-    return PyteScreenModel(rows, cols, scrollback_lines=500, lookback=64 * 1024)
+    return PyteScreenModel(rows, cols, scrollback_lines=500, replay_buffer_size=64 * 1024)
 
 
 def _backend_model(backend: str, rows: int = 24, cols: int = 80) -> ScreenModel:
-    return new_model(backend, rows, cols, scrollback_lines=500, lookback=64 * 1024)
+    return new_model(backend, rows, cols, scrollback_lines=500, replay_buffer_size=64 * 1024)
 
 
 def _rebuilt(model: PyteScreenModel, snapshot: str) -> pyte.Screen:
@@ -338,7 +338,11 @@ async def test_output_that_aborted_libghostty_vt_is_taken() -> None:
         + ("e" + "\u0301" * 30) * 20_000
     )
     model = new_model(
-        "pyghostty", MAX_MODEL_ROWS, MAX_MODEL_COLS, scrollback_lines=500, lookback=len(payload)
+        "pyghostty",
+        MAX_MODEL_ROWS,
+        MAX_MODEL_COLS,
+        scrollback_lines=500,
+        replay_buffer_size=len(payload),
     )
     for start in range(0, len(payload), 64 * 1024):  # as the session feeds it
         model.feed(payload[start : start + 64 * 1024])
@@ -378,8 +382,8 @@ async def main():
     before = rss()
     models = []
     for _ in range(2):
-        # (a lookback that holds all of it: the model must see every line, not only the last)
-        model = new_model("pyghostty", ROWS, COLS, scrollback_lines=500, lookback=2**25)
+        # (a replay buffer that holds all of it: the model must see every line, not only the last)
+        model = new_model("pyghostty", ROWS, COLS, scrollback_lines=500, replay_buffer_size=2**25)
         model.charge = lambda seconds: None  # (no CPU budget: this measures memory)
         for stage in (range(1200), range(ROWS)):
             for y in stage:
@@ -424,7 +428,7 @@ async def test_many_sessions_at_their_worst_stay_within_the_servers_budget(
 
     async def filled(budget: ScreenBudget | None) -> ScreenModel:
         model = new_model(
-            backend, 24, 80, scrollback_lines=500, lookback=len(output) + 1, budget=budget
+            backend, 24, 80, scrollback_lines=500, replay_buffer_size=len(output) + 1, budget=budget
         )
         for start in range(0, len(output), 64 * 1024):
             model.feed(output[start : start + 64 * 1024])

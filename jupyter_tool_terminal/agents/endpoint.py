@@ -35,8 +35,8 @@ from .tools import TOOLS, AgentTools
 if t.TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
 
-    from ..app import ToolTerminalApp
-    from .store import Agent
+    from .pacing import AgentPacer
+from .store import Agent, AgentStore
 
 #: Largest request body accepted (bytes); a larger one is read to its end and dropped, then
 #: refused with 413 (memory stays bounded whatever a client sends).
@@ -171,6 +171,25 @@ class MCPBridge:
             handler.finish()
 
 
+class ServedAgents(t.Protocol):
+    """What the endpoint needs of the server's agents (``agents.setup.Agents``)."""
+
+    store: AgentStore
+    bridge: MCPBridge
+    pacer: AgentPacer
+
+
+class MCPExtension(t.Protocol):
+    """What the endpoint needs of the extension application (naming it rather than the app
+    keeps this module from importing the app back)."""
+
+    agents_enabled: bool
+
+    @property
+    def agents(self) -> ServedAgents | None:
+        """The server's agents, if tool terminals are available."""
+
+
 @web.stream_request_body
 class MCPHandler(ExtensionHandlerMixin, web.RequestHandler):
     """``{base_url}tool-terminal/mcp``: agents' MCP requests (``Authorization: Bearer TOKEN``)."""
@@ -186,9 +205,9 @@ class MCPHandler(ExtensionHandlerMixin, web.RequestHandler):
         self.agent: Agent | None = None
 
     @property
-    def tool_app(self) -> ToolTerminalApp:
+    def tool_app(self) -> MCPExtension:
         """The extension application."""
-        return t.cast("ToolTerminalApp", self.extensionapp)
+        return t.cast("MCPExtension", self.extensionapp)
 
     @property
     def finished(self) -> bool:

@@ -14,7 +14,8 @@ from jupyter_server.auth.identity import User
 from tornado import web
 
 from .. import metrics
-from ..handlers import ToolTerminalAPIHandler, _strict_json
+from ..base import ToolTerminalAPIHandler, ToolTerminalExtension
+from ..protocol import strict_json
 from .setup import Agents
 from .store import Agent, AgentError, isoformat
 
@@ -22,8 +23,26 @@ from .store import Agent, AgentError, isoformat
 AGENTS_OFF = "AI agents are turned off on this server (ToolTerminalApp.agents_enabled is False)."
 
 
+class NotFound(AgentError):
+    """Agents are off here, or a sub-resource of the caller's own agent does not exist."""
+
+    status = 404
+
+
+class AgentsExtension(ToolTerminalExtension, t.Protocol):
+    """What the agent routes need of the extension, beside what every handler does."""
+
+    agents: Agents | None
+    agents_enabled: bool
+
+
 class AgentAPIHandler(ToolTerminalAPIHandler):
     """Base of the agent routes."""
+
+    @property
+    def tool_app(self) -> AgentsExtension:
+        """The extension application."""
+        return t.cast(AgentsExtension, self.extensionapp)
 
     @property
     def agents(self) -> Agents:
@@ -31,20 +50,12 @@ class AgentAPIHandler(ToolTerminalAPIHandler):
         self.tool_sessions  # noqa: B018 - raises 503 (naming the Hub service) if unavailable
         agents = self.tool_app.agents
         if agents is None or not self.tool_app.agents_enabled:
-            self.set_status(404)
-            self.finish(json.dumps({"message": AGENTS_OFF, "reason": None}))
-            raise web.Finish
+            raise NotFound(AGENTS_OFF)
         return agents
 
     def username(self) -> str:
         """The caller's Jupyter username."""
         return t.cast(User, self.current_user).username
-
-    def agent_error(self, error: AgentError) -> t.NoReturn:
-        """Answer a refused request with its status and a JSON message."""
-        self.set_status(error.status)
-        self.finish(json.dumps({"message": error.message, "reason": None}))
-        raise web.Finish
 
     def json_body(self) -> dict[str, t.Any]:
         """The request's JSON object body (an empty body is ``{}``); 400 for anything else."""
@@ -52,7 +63,7 @@ class AgentAPIHandler(ToolTerminalAPIHandler):
         if not text:
             return {}
         try:
-            body = _strict_json(text)
+            body = strict_json(text)
         except (ValueError, RecursionError):
             body = None
         if not isinstance(body, dict):
@@ -63,10 +74,7 @@ class AgentAPIHandler(ToolTerminalAPIHandler):
         """The caller's agent ``agent_id`` (else 403, as for one that does not exist)."""
         agents = self.agents
         await agents.expire()
-        try:
-            return agents.store.get(self.owner(), agent_id)
-        except AgentError as error:
-            self.agent_error(error)
+        return agents.store.get(self.owner(), agent_id)
 
 
 class AgentsHandler(AgentAPIHandler):
@@ -87,10 +95,7 @@ class AgentsHandler(AgentAPIHandler):
         agents = self.agents
         name = self.body_string("name")
         await agents.expire()
-        try:
-            agent, token = agents.store.create(self.owner(), self.username(), name)
-        except AgentError as error:
-            self.agent_error(error)
+        agent, token = agents.store.create(self.owner(), self.username(), name)
         agents.audit.emit("create", agent, username=self.username())
         self.set_status(201)
         self.set_header(
@@ -128,10 +133,7 @@ class AgentControlHandler(AgentAPIHandler):
         agent = await self.own_agent(agent_id)
         body = self.json_body()
         store = self.agents.store
-        try:
-            minutes = store.grant(agent, body.get("minutes"))
-        except AgentError as error:
-            self.agent_error(error)
+        minutes = store.grant(agent, body.get("minutes"))
         metrics.AGENT_CONTROL_GRANTS.inc()
         self.agents.audit.emit("grant", agent, username=self.username(), minutes=minutes)
         self.finish(json.dumps({**agent.model(), "control_until": isoformat(agent.control_until)}))
@@ -161,11 +163,8 @@ class AgentSharedHandler(AgentAPIHandler):
     async def post(self, agent_id: str) -> None:
         """Let the agent read ``{"session": ID}``, one of the caller's sessions."""
         agent = await self.own_agent(agent_id)
-        session = self._session(self.body_string("session"))
-        try:
-            self.agents.store.share(agent, session.id)
-        except AgentError as error:
-            self.agent_error(error)
+        session = self.tool_sessions.get_session(self.owner(), self.body_string("session"))
+        self.agents.store.share(agent, session.id)
         self.agents.audit.emit("share", agent, username=self.username(), session_id=session.id)
         self.set_status(201)
         self.finish(json.dumps(agent.model()))
@@ -180,10 +179,8 @@ class AgentSharedSessionHandler(AgentAPIHandler):
         """The agent may no longer read ``session_id``."""
         agent = await self.own_agent(agent_id)
         if session_id not in agent.shared:
-            self.set_status(404)
-            message = "The terminal is not shared with this agent."
-            self.finish(json.dumps({"message": message, "reason": None}))
-            return
+            msg = "The terminal is not shared with this agent."
+            raise NotFound(msg)
         self.agents.store.unshare(agent, session_id)
         self.agents.audit.emit("unshare", agent, username=self.username(), session_id=session_id)
         self.set_status(204)

@@ -6,7 +6,7 @@ import dataclasses
 import logging
 import typing as t
 
-from ..manager import SessionManager
+from ..manager import ToolTerminalManager
 from ..redaction import Redactor
 from .audit import AgentAudit
 from .endpoint import MCPBridge
@@ -49,7 +49,7 @@ class Agents:
 
 def make_agents(
     *,
-    manager: SessionManager,
+    manager: ToolTerminalManager,
     redactor: Redactor,
     output_limit: int,
     path: str | None,

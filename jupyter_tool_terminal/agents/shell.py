@@ -67,7 +67,7 @@ import typing as t
 from ..redaction import Redactor
 
 if t.TYPE_CHECKING:
-    from ..session import Session
+    from ..session import ToolTerminal
 
 #: The private OSC number of the markers (unassigned in the terminals' registries).
 MARKER_OSC = "6973"
@@ -298,7 +298,7 @@ class AgentShell:
 
     def __init__(
         self,
-        session: Session,
+        session: ToolTerminal,
         *,
         redactor: Redactor,
         output_limit: int = 32768,

@@ -23,6 +23,8 @@ import secrets
 import tempfile
 import typing as t
 
+from ..errors import Refusal
+
 #: What every agent token starts with (so that a leaked one is recognisable as this kind).
 TOKEN_PREFIX = "jtt_"  # noqa: S105 - a prefix, not a secret
 #: Agent ids: ``secrets.token_hex(6)`` (12 hex digits: no ``_``, never a session id's 32).
@@ -37,14 +39,8 @@ DEFAULT_CONTROL_MINUTES = 10
 FILE_VERSION = 1
 
 
-class AgentError(Exception):
-    """A request about agents cannot be honoured; ``status`` is the HTTP status to answer."""
-
-    status = 400
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
+class AgentError(Refusal):
+    """A request about agents cannot be honoured."""
 
 
 class NoSuchAgent(AgentError):

@@ -18,7 +18,8 @@ import typing as t
 
 from mcp import types
 
-from ..manager import SessionError, SessionManager, valid_session_id
+from ..errors import SessionError
+from ..manager import ToolTerminalManager, valid_session_id
 from ..redaction import Redactor
 from ..runtime.base import valid_instance_id
 from .audit import AgentAudit
@@ -26,7 +27,7 @@ from .shell import AgentShell, AgentShellError
 from .store import AgentError, AgentStore, isoformat
 
 if t.TYPE_CHECKING:
-    from ..session import Session
+    from ..session import ToolTerminal
     from .store import Agent
 
 #: Longest ``command`` or ``keys`` an agent may send (characters).
@@ -294,7 +295,7 @@ class AgentTools:
     def __init__(
         self,
         *,
-        manager: SessionManager,
+        manager: ToolTerminalManager,
         store: AgentStore,
         redactor: Redactor,
         output_limit: int,
@@ -320,7 +321,7 @@ class AgentTools:
 
     # -- the agent's terminals ----------------------------------------------------------------
 
-    def terminals_of(self, agent: Agent) -> list[Session]:
+    def terminals_of(self, agent: Agent) -> list[ToolTerminal]:
         """The agent's own open terminals, oldest first."""
         return [
             session
@@ -335,17 +336,17 @@ class AgentTools:
             return_exceptions=True,
         )
 
-    def _session_ended(self, session: Session) -> None:
+    def _session_ended(self, session: ToolTerminal) -> None:
         self.store.session_ended(session.id)
         self.redactors.pop(session.id, None)
         shell = self.shells.pop(session.id, None)
         if shell is not None:
             shell.close()
 
-    def _shell_for(self, session: Session, redactor: Redactor) -> AgentShell:
+    def _shell_for(self, session: ToolTerminal, redactor: Redactor) -> AgentShell:
         return AgentShell(session, redactor=redactor, output_limit=self.output_limit, log=self.log)
 
-    def session_redactor(self, session: Session) -> Redactor:
+    def session_redactor(self, session: ToolTerminal) -> Redactor:
         """The redactor of ``session``: the server's, plus its shell's secret variables (the
         same as its recording's)."""
         cached = self.redactors.get(session.id)
@@ -356,7 +357,7 @@ class AgentTools:
             self.redactors[session.id] = redactor
         return redactor
 
-    def _own_session(self, agent: Agent, session_id: str) -> Session:
+    def _own_session(self, agent: Agent, session_id: str) -> ToolTerminal:
         session = self.manager.sessions.get(session_id) if valid_session_id(session_id) else None
         if session is None or session.ended or session.owner != agent.owner:
             raise Refused(
@@ -371,7 +372,7 @@ class AgentTools:
             )
         return session
 
-    def _readable_session(self, agent: Agent, session_id: str) -> Session:
+    def _readable_session(self, agent: Agent, session_id: str) -> ToolTerminal:
         session = self.manager.sessions.get(session_id) if valid_session_id(session_id) else None
         if (
             session is not None
@@ -607,7 +608,7 @@ class AgentTools:
         )
 
 
-def _terminal_model(session: Session, *, mine: bool) -> dict[str, t.Any]:
+def _terminal_model(session: ToolTerminal, *, mine: bool) -> dict[str, t.Any]:
     model = session.model()
     return {
         "session": session.id,
