@@ -9,6 +9,7 @@ import datetime
 import re
 import time
 import typing as t
+import weakref
 
 from traitlets import Float, Integer, TraitType
 from traitlets.config import LoggingConfigurable
@@ -253,6 +254,9 @@ class ToolTerminalManager(LoggingConfigurable):
         self._starting: dict[str, int] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task[t.Any]] = set()
+        #: Sessions that ended and may still be finishing (their kill, their recording): the
+        #: shutdown waits for them too. (Weak: a finished one is nobody's concern.)
+        self._finishing: weakref.WeakSet[ToolTerminal] = weakref.WeakSet()
         self._cull_task: asyncio.Task[None] | None = None
         # Shutdown refuses new sessions and waits for those being created.
         self._stopping = False
@@ -583,6 +587,7 @@ class ToolTerminalManager(LoggingConfigurable):
         )
 
     def _session_ended(self, session: ToolTerminal, reason: str, exit_code: int | None) -> None:
+        self._finishing.add(session)
         if self.sessions.pop(session.id, None) is not None:
             metrics.SESSIONS.labels(session.instance.runtime).dec()
         metrics.count_kill(reason)
@@ -779,6 +784,10 @@ class ToolTerminalManager(LoggingConfigurable):
                 for session in sessions
             ),
             return_exceptions=True,
+        )
+        # Those that ended by themselves just before may still be killing their processes.
+        await asyncio.gather(
+            *(session.finished() for session in list(self._finishing)), return_exceptions=True
         )
         for task in list(self._tasks):
             with contextlib.suppress(Exception):

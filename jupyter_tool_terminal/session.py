@@ -243,6 +243,12 @@ class ToolTerminal:
             if self.clients:
                 self._schedule_resize()
 
+    async def finished(self) -> None:
+        """Return once an end in progress (the shell's own, or :meth:`close`) is done: its
+        processes killed, its clients told, its recording closed."""
+        async with self._lifecycle:
+            return
+
     async def close(
         self, reason: str, *, message: str | None = None, code: int | None = None
     ) -> None:
