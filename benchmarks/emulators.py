@@ -27,7 +27,7 @@ import pyte
 
 from jupyter_tool_terminal import screen as model
 from jupyter_tool_terminal.ghostty import Terminal
-from jupyter_tool_terminal.screen import BACKENDS, new_model
+from jupyter_tool_terminal.screens import BACKENDS, new_model
 from tests.conftest import wait_until
 from tests.screen_streams import colour_line
 from tests.test_screen import LoopWatch

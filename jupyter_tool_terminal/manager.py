@@ -31,7 +31,7 @@ from .protocol import ClientMessage
 from .recording import Recorder, RecordingError
 from .runtime import RuntimeUnavailable, ToolRuntime
 from .runtime.base import Instance, ShellChannel, valid_instance_id
-from .screen import ScreenModels
+from .screens import ScreenModels
 from .session import TerminalClient, ToolTerminal
 from .tooltypes import ToolType
 

@@ -15,14 +15,13 @@ import pyte
 import pytest
 
 from jupyter_tool_terminal.screen import (
-    BACKENDS,
     MAX_MODEL_COLS,
     MAX_MODEL_ROWS,
     PyteScreenModel,
     ScreenBudget,
     ScreenModel,
-    new_model,
 )
+from jupyter_tool_terminal.screens import BACKENDS, new_model
 
 from .conftest import wait_until
 
@@ -360,7 +359,8 @@ async def test_output_that_aborted_libghostty_vt_is_taken() -> None:
 #: of it measure 28.5 or 34.5 MiB: where glibc's arenas happen to grow.)
 _GHOSTTY_WORST = """
 import asyncio, gc, json, sys
-from jupyter_tool_terminal.screen import MAX_MODEL_COLS as COLS, MAX_MODEL_ROWS as ROWS, new_model
+from jupyter_tool_terminal.screen import MAX_MODEL_COLS as COLS, MAX_MODEL_ROWS as ROWS
+from jupyter_tool_terminal.screens import new_model
 
 def rss():
     with open("/proc/self/status") as status:

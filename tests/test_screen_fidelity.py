@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tool_terminal.screen import BACKENDS, new_model
+from jupyter_tool_terminal.screens import BACKENDS, new_model
 
 from . import reference_terminal
 

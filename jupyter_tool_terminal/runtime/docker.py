@@ -509,7 +509,8 @@ class DockerRuntime(ToolRuntime):
 
     async def get_instance(self, instance_id: str) -> DockerInstance | None:
         if self.by_engine:
-            return await several.look_up(self, instance_id)
+            # (an instance of one of its engines: a DockerInstance, its id made ENGINE/...)
+            return t.cast("DockerInstance | None", await several.look_up(self, instance_id))
         try:
             info = await self.call("inspect_container", instance_id)
         except docker.errors.NotFound:

@@ -26,9 +26,6 @@ import docker.tls
 from .. import metrics
 from .base import EngineUnreachable, Instance, RuntimeUnavailable
 
-if t.TYPE_CHECKING:
-    from .docker import DockerInstance, DockerRuntime
-
 #: Engine names: the first part of an instance id (``ENGINE/CONTAINER``) and a metrics label.
 ENGINE_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{0,63}")
 #: The URL schemes an engine can be reached by (as ``DOCKER_HOST`` takes them).
@@ -233,8 +230,33 @@ class EngineHealth:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
 
+class EngineRuntime(t.Protocol):
+    """What this module needs of a runtime on one engine, and of the runtime over several
+    (both are :class:`~jupyter_tool_terminal.runtime.docker.DockerRuntime`, which imports this
+    module: naming it here would be an import loop)."""
+
+    @property
+    def health(self) -> EngineHealth | None: ...
+    @property
+    def by_engine(self) -> t.Mapping[str, EngineRuntime]: ...
+    @property
+    def answering(self) -> bool: ...
+    @property
+    def engine_name(self) -> str: ...
+    @property
+    def engine_timeout(self) -> float: ...
+    @property
+    def log(self) -> logging.Logger | logging.LoggerAdapter[t.Any]: ...
+
+    async def list_instances(self, owner: str) -> list[Instance]: ...
+
+    async def get_instance(self, instance_id: str) -> Instance | None: ...
+
+    def unreachable(self) -> EngineUnreachable: ...
+
+
 def check_at_start(
-    engines: list[DockerRuntime], log: logging.Logger | logging.LoggerAdapter[t.Any]
+    engines: t.Sequence[EngineRuntime], log: logging.Logger | logging.LoggerAdapter[t.Any]
 ) -> None:
     """Ping every engine at once (blocking, at start-up): log each that does not answer (it
     is served once it does); :class:`RuntimeUnavailable` only if none answers."""
@@ -256,19 +278,19 @@ def check_at_start(
         raise RuntimeUnavailable(msg)
 
 
-def _start_watching(runtime: DockerRuntime) -> None:
+def _start_watching(runtime: EngineRuntime) -> None:
     for engine in runtime.by_engine.values():
         if engine.health is not None:
             engine.health.start()
 
 
-async def list_everywhere(runtime: DockerRuntime, owner: str) -> list[Instance]:
+async def list_everywhere(runtime: EngineRuntime, owner: str) -> list[Instance]:
     """The owner's instances on every engine that answers within ``engine_timeout``, listed
     concurrently; their ids ``ENGINE/CONTAINER``. One that does not answer is left out (and
     logged); :class:`RuntimeUnavailable` only if no engine answered."""
     _start_watching(runtime)
 
-    async def on(engine: DockerRuntime) -> list[Instance] | None:
+    async def on(engine: EngineRuntime) -> list[Instance] | None:
         if not engine.answering:
             return None
         try:
@@ -297,7 +319,7 @@ def _on_engine(instance: Instance, engine: str) -> Instance:
     return dataclasses.replace(instance, id=f"{engine}/{instance.id}", engine=engine)
 
 
-async def look_up(runtime: DockerRuntime, instance_id: str) -> DockerInstance | None:
+async def look_up(runtime: EngineRuntime, instance_id: str) -> Instance | None:
     """The instance ``ENGINE/CONTAINER``; ``None`` if there is none (or no such engine);
     the engine's :class:`EngineUnreachable` if it does not answer within ``engine_timeout``."""
     _start_watching(runtime)
@@ -311,4 +333,4 @@ async def look_up(runtime: DockerRuntime, instance_id: str) -> DockerInstance | 
         found = await asyncio.wait_for(engine.get_instance(container), runtime.engine_timeout)
     except TimeoutError as error:
         raise engine.unreachable() from error
-    return None if found is None else t.cast("DockerInstance", _on_engine(found, name))
+    return None if found is None else _on_engine(found, name)
