@@ -35,9 +35,10 @@ from .handover import (
     default_socket_path,
     serve_only_on_inherited,
 )
-from .hub_api import HubActivityReporter, HubUserDirectory, running_as_hub_service
+from .hub import login as hub_login
+from .hub.api import HubActivityReporter, HubUserDirectory, running_as_hub_service
+from .hub.pages import LoginPage, ToolTilesPage
 from .manager import ToolTerminalManager, manager_setting
-from .page import LoginPage, ToolTilesPage
 from .recording import Recorder
 from .redaction import Redactor
 from .runtime import RuntimeUnavailable, ToolRuntime
@@ -623,6 +624,7 @@ class ToolTerminalApp(ExtensionApp):
         self.handlers.extend(
             [
                 *api_handlers.default_handlers,
+                *hub_login.default_handlers,
                 (r"/tool-terminal/api/status", SetupStatusHandler),
                 *websocket.default_handlers,
                 (r"/tool-terminal/api/agents", AgentsHandler),

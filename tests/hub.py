@@ -144,7 +144,7 @@ def service_mode_config(
     service_command = [
         sys.executable,
         "-m",
-        "jupyter_tool_terminal.service",
+        "jupyter_tool_terminal.hub.service",
         "--ServerApp.allow_root=True",
         f"--config={directory / 'service_config.py'}",
     ]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tool_terminal.service import external_service_environment
+from jupyter_tool_terminal.hub.service import external_service_environment
 
 from .conftest import BASE_PROCESSES, InstanceFactory, wait_for_processes
 from .hub import REPO, Browser, Hub, free_port, service_roles, wait_for_service
@@ -79,7 +79,7 @@ class ExternalService:
                 [
                     sys.executable,
                     "-m",
-                    "jupyter_tool_terminal.service",
+                    "jupyter_tool_terminal.hub.service",
                     "--ServerApp.allow_root=True",
                     f"--config={config}",
                     *arguments,

@@ -141,7 +141,7 @@ def _hub_config(shared: Path, users_env: Path) -> str:
     service_command = [
         str(users_env / "bin" / "python"),
         "-m",
-        "jupyter_tool_terminal.service",
+        "jupyter_tool_terminal.hub.service",
         f"--config={shared / 'service_config.py'}",
     ]
     return f"""
@@ -213,7 +213,7 @@ async def test_a_students_code_reaches_no_engine_no_service_secret_no_hub_file(
     assert servers, "the student's server does not run as the student"
     docker_gid = os.stat("/var/run/docker.sock").st_gid
     assert all(docker_gid not in _groups(pid) for pid in servers)
-    (service,) = _processes_of(SERVICE_USER, "jupyter_tool_terminal.service")
+    (service,) = _processes_of(SERVICE_USER, "jupyter_tool_terminal.hub.service")
     assert docker_gid in _groups(service)
 
     # What her notebook's kernel could run: code as her own Unix user.

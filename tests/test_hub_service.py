@@ -96,7 +96,7 @@ def test_outside_a_hub_the_service_exits_with_a_clear_message() -> None:
     }
     environment["PYTHONPATH"] = str(REPO)
     result = subprocess.run(
-        [sys.executable, "-m", "jupyter_tool_terminal.service"],
+        [sys.executable, "-m", "jupyter_tool_terminal.hub.service"],
         env=environment,
         capture_output=True,
         text=True,
@@ -110,7 +110,7 @@ def test_outside_a_hub_the_service_exits_with_a_clear_message() -> None:
 
 def test_the_console_script_is_the_service() -> None:
     text = (REPO / "pyproject.toml").read_text()
-    assert 'jupyter-tool-terminal-service = "jupyter_tool_terminal.service:main"' in text
+    assert 'jupyter-tool-terminal-service = "jupyter_tool_terminal.hub.service:main"' in text
 
 
 def test_the_service_serves_from_an_empty_directory_of_its_own(hub: Hub) -> None:
@@ -480,7 +480,7 @@ def test_the_service_refuses_to_serve_with_another_server_extension(tmp_path: Pa
             [
                 sys.executable,
                 "-m",
-                "jupyter_tool_terminal.service",
+                "jupyter_tool_terminal.hub.service",
                 "--ServerApp.allow_root=True",
                 f"--config={tmp_path / 'config.py'}",
             ],

@@ -4,7 +4,7 @@ each test fails when an upstream changes it, so that the adapter that uses it is
 - handover.py: tornado's HTTPServer keeps its listening sockets and their accept handlers in
   ``_sockets`` and ``_handlers``; jupyter_server's ServerApp binds its port in
   ``_find_http_port`` and ``_bind_http_server`` (``serve_only_on_inherited`` skips them).
-- api_handlers.HubLoginHandler: JupyterHub's identity provider has a ``hub_auth`` whose
+- hub.login.HubLoginHandler: JupyterHub's identity provider has a ``hub_auth`` whose
   ``auth_header_pat`` reads the token of an Authorization header and whose ``set_cookie``
   logs a handler in with a token (public names, read with ``getattr``: no JupyterHub, no login).
 """

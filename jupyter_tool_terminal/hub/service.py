@@ -19,7 +19,7 @@ import typing as t
 
 from jupyterhub.singleuser.extension import JupyterHubAuthorizer, JupyterHubSingleUser
 
-from .base import AUTH_RESOURCE
+from ..base import AUTH_RESOURCE
 
 #: What a Hub-managed service is started with (JupyterHub sets them; the server needs them all
 #: to authenticate users through the Hub).

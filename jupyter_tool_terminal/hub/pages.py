@@ -14,7 +14,7 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import JupyterHandler
 from tornado import web
 
-from .base import AUTH_RESOURCE, ToolTerminalMixin
+from ..base import AUTH_RESOURCE, ToolTerminalMixin
 
 _PAGE = """<!DOCTYPE html>
 <html lang="en">
