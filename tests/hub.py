@@ -294,8 +294,13 @@ class Hub:
                 os.killpg(process.pid, signal.SIGKILL)
         # Services and servers run in sessions of their own; a Hub that died (or was killed by
         # a test timeout) leaves them. They all carry this Hub's directory in their command
-        # line or environment.
-        for pid in _processes_mentioning(str(self.directory.parent)):
+        # line or environment, or its API's URL (a service's environment has little else:
+        # the idle culler outlived its Hub without this).
+        left = {
+            *_processes_mentioning(str(self.directory.parent)),
+            *_processes_mentioning(f"127.0.0.1:{self.hub_port}/"),
+        }
+        for pid in left:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
 
