@@ -17,6 +17,7 @@ import pytest
 
 from jupyter_tool_terminal.agents.shell import (
     CURSOR_AT_START,
+    CURSOR_QUERY,
     MARKER_OSC,
     AgentShell,
     AgentShellError,
@@ -324,28 +325,103 @@ class TestCommands:
         assert tail.endswith("n4999\nn5000\n")
 
 
+class TypedKeys:
+    """Records what an agent's shell types into its session; awaits the cursor answer."""
+
+    def __init__(self, session: t.Any, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.typed: list[str] = []
+        self.answered = asyncio.Event()
+        self.after_write: list[t.Callable[[], None]] = []
+        write = session.write
+
+        def recording_write(text: str) -> bool:
+            self.typed.append(text)
+            if text == CURSOR_AT_START:
+                self.answered.set()
+            written = bool(write(text))
+            while self.after_write:
+                self.after_write.pop(0)()
+            return written
+
+        monkeypatch.setattr(session, "write", recording_write)
+
+    def clear(self) -> None:
+        self.typed.clear()
+        self.answered.clear()
+
+
 async def test_the_cursor_position_query_is_answered_only_without_the_owners_terminal(
     open_shell: OpenShell, alice: Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     agent = await open_shell("ash")
-    typed: list[str] = []
-    write = agent.session.write
+    keys = TypedKeys(agent.session, monkeypatch)
+    asked = asyncio.Event()
 
-    def recording_write(text: str) -> bool:
-        typed.append(text)
-        return write(text)
+    def watch_for_the_question(text: str | None) -> None:
+        if text is not None and CURSOR_QUERY in text:
+            asked.set()
 
-    monkeypatch.setattr(agent.session, "write", recording_write)
+    # After the agent's own listener: once this one has seen the question, so has the agent.
+    agent.session.output_listeners.append(watch_for_the_question)
     await agent.run_command("true", 10)
-    await agent.run_command("true", 10)
-    assert CURSOR_AT_START in typed
+    # The prompt, and its question, come after the command's end marker (when run_command
+    # returns).
+    await asyncio.wait_for(keys.answered.wait(), 10)
     owner = await alice.connect(agent.session.id)
-    typed.clear()
+    keys.clear()
+    asked.clear()
     await agent.run_command("true", 10)
-    await agent.run_command("true", 10)
-    # (The owner's terminal answers it; this test client does not, which costs 20 ms.)
-    assert CURSOR_AT_START not in typed
+    await asyncio.wait_for(asked.wait(), 10)
+    # The owner's terminal answers it; this test client does not, which costs 20 ms.
+    assert CURSOR_AT_START not in keys.typed
     owner.ws.close()
+
+
+async def test_a_prompt_read_after_the_next_command_was_typed_is_answered(
+    open_shell: OpenShell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shell asks at its prompt before the next command is typed, but the server reads
+    that output after it was typed: the question is answered all the same (it was taken
+    for the next command's output, and the line editor waited 20 ms)."""
+    agent = await open_shell("ash")
+    await agent.run_command("true", 10)
+    keys = TypedKeys(agent.session, monkeypatch)
+    listener = agent.session.output_listeners[-1]
+    end_marker = f"\x1b]{MARKER_OSC};E;"
+    read: list[str] = []
+    held: list[str | None] = []
+    answered_when_read: list[bool] = []
+
+    def read_late() -> None:
+        before = len(keys.typed)
+        for text in held:
+            listener(text)
+        held.clear()
+        answered_when_read.append(CURSOR_AT_START in keys.typed[before:])
+
+    def late_prompt(text: str | None) -> None:
+        """What comes from the question after the next command's end on is read once the
+        line after it is typed."""
+        if held:
+            held.append(text)
+            return
+        if text is None or answered_when_read:
+            listener(text)
+            return
+        read.append(text)
+        end = "".join(read).rfind(end_marker)
+        at = -1 if end < 0 else text.find(CURSOR_QUERY, max(end - sum(map(len, read[:-1])), 0))
+        if at < 0:
+            listener(text)
+            return
+        listener(text[:at])
+        held.append(text[at:])
+        keys.after_write.append(read_late)
+
+    agent.session.output_listeners[-1] = late_prompt
+    await agent.run_command("true", 10)
+    await agent.run_command("true", 10)
+    assert answered_when_read == [True]
 
 
 async def test_a_failing_output_listener_does_not_stop_the_terminal(

@@ -342,10 +342,15 @@ class AgentShell:
                 run.terminal_gone()
             return
         if run is not None and not run.done.done():
-            text = run.feed(text)
+            rest = run.feed(text)
+            if self._prompt_watch > 0:
+                # The prompt after the last command may come while the next one is typed:
+                # it is answered all the same, or the line editor waits for it.
+                self._answer_cursor_query(text[: len(text) - len(rest)])
             if not run.done.done():
                 return
             self._prompt_watch = PROMPT_WATCH
+            text = rest
         if self._prompt_watch > 0:
             self._answer_cursor_query(text)
 
