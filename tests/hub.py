@@ -50,15 +50,21 @@ def proxy_command() -> Path:
     return PROXY_COMMAND
 
 
+def _parent_pid(entry: Path) -> int:
+    # /proc/PID/stat: "PID (COMMAND) STATE PPID ...", where COMMAND may hold spaces.
+    return int((entry / "stat").read_text().rpartition(")")[2].split()[1])
+
+
 def _processes_mentioning(text: str) -> list[int]:
-    """Processes (other than this one) whose command line or environment contains ``text``."""
+    """Processes whose command line or environment contains ``text``, other than this one
+    and the ones it started itself (a test's own service is the test's to stop)."""
     found = []
     needle = text.encode()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
-        with contextlib.suppress(OSError):
-            if (
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            if _parent_pid(entry) != os.getpid() and (
                 needle in (entry / "cmdline").read_bytes()
                 or needle in (entry / "environ").read_bytes()
             ):
