@@ -30,11 +30,9 @@ fi
 steps=5
 step_number=0
 ticker=
-run_step() {  # run_step "what" "estimate" command...
-  local what=$1 estimate=$2 started=$SECONDS status=0
-  shift 2
-  step_number=$((step_number + 1))
-  log "[$step_number/$steps] $what (first run: about $estimate)"
+ticking() {  # ticking STARTED command...: runs it, a line every 20 s, then how long it took
+  local started=$1 status=0
+  shift
   ( while sleep 20; do echo "   ... still at it ($((SECONDS - started)) s)"; done ) &
   ticker=$!
   "$@" || status=$?
@@ -46,7 +44,15 @@ run_step() {  # run_step "what" "estimate" command...
   fi
   echo "   done in $((SECONDS - started)) s"
 }
-trap '[ -z "$ticker" ] || kill "$ticker" 2>/dev/null' EXIT
+run_step() {  # run_step "what" "estimate" command...
+  local what=$1 estimate=$2
+  shift 2
+  step_number=$((step_number + 1))
+  log "[$step_number/$steps] $what (first run: about $estimate)"
+  ticking "$SECONDS" "$@"
+}
+background=
+trap '[ -z "$ticker" ] || kill "$ticker" 2>/dev/null; [ -z "$background" ] || kill "$background" 2>/dev/null' EXIT
 pip() { "$venv/bin/python" -m pip "$@"; }
 
 if [ ! -x "$venv/bin/python" ]; then
@@ -71,6 +77,26 @@ else
   step_number=$((step_number + 1))
 fi
 
+# The package and its dependencies install in the background while the frontend builds: pip
+# mostly waits for the network and unpacks, webpack mostly computes, and the install does not
+# need the build (an editable install's labextension is linked below, not copied).
+background=
+step_number=$((step_number + 1))
+background_number=$step_number
+link="$venv/share/jupyter/labextensions/jupyter-tool-terminal"
+if [ "$install_wanted" = yes ]; then
+  # pip would write the package's shared data (and remove the last install's) through the link
+  # to the frontend's build below, into the source tree, while it is being built.
+  [ ! -L "$link" ] || rm "$link"
+  background_log="$venv/.jupyter-tool-terminal-install.log"
+  log "[$background_number/$steps] installing jupyter-tool-terminal[$extras] and its dependencies" \
+    "(jupyter_server, the Docker SDK...), in the background beside the next steps (first run: about 2 min)"
+  background_started=$SECONDS
+  SKIP_JUPYTER_BUILDER=1 "$venv/bin/python" -m pip install -q --no-build-isolation -e ".[$extras]" \
+    > "$background_log" 2>&1 &
+  background=$!
+fi
+
 # The frontend is built from the source tree (an editable install's labextension lives there):
 # again only when its sources changed since the last build.
 built="$repo/jupyter_tool_terminal/labextension"
@@ -89,17 +115,23 @@ else
   step_number=$((step_number + 2))
 fi
 
-if [ "$install_wanted" = yes ]; then
-  install_package() { SKIP_JUPYTER_BUILDER=1 pip install -q --no-build-isolation -e ".[$extras]"; }
-  run_step "installing jupyter-tool-terminal[$extras] and its dependencies (jupyter_server, the Docker SDK...)" \
-    "2 min" install_package
+if [ -n "$background" ]; then
+  install_finished() {  # what pip printed, only when it failed
+    local status=0
+    wait "$background" 2>/dev/null || status=$?  # (bash may note a child it reaped early)
+    background=
+    [ "$status" -eq 0 ] || cat "$background_log" >&2
+    return "$status"
+  }
+  if kill -0 "$background" 2>/dev/null; then
+    log "[$background_number/$steps] waiting for the install of jupyter-tool-terminal[$extras]"
+  fi
+  ticking "$background_started" install_finished
+  rm -f "$background_log"
   echo "$wanted" > "$stamp"
-else
-  step_number=$((step_number + 1))
 fi
 
 # Linked where JupyterLab looks for it, as a development install does.
-link="$venv/share/jupyter/labextensions/jupyter-tool-terminal"
 if [ "$(readlink "$link" 2>/dev/null)" != "$built" ]; then
   mkdir -p "$(dirname "$link")"
   rm -rf "$link"
