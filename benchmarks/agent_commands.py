@@ -14,6 +14,10 @@ and grants it control, then measures, side by side in one run:
   HTTP connection (what the SDK client sends, without its machinery): the server's own part of
   an MCP call, which shows whether the SDK client is the bottleneck.
 
+* ``floor``: the same SDK client calling a tool that does nothing on the SDK's own server
+  (``MCPServer``, stateless, JSON answers, under uvicorn, in a process of its own), and bare POSTs
+  to it: what any MCP call through this SDK costs, whatever the server does.
+
 It prints p50/p99 in milliseconds and the ratios; the container and the server are removed at
 the end, also on failure.
 
@@ -43,8 +47,10 @@ from pathlib import Path
 
 import docker
 import httpx2
+import uvicorn
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server.mcpserver import MCPServer
 
 from client import Client as BenchClient
 from client import type_keys
@@ -184,6 +190,63 @@ async def measure_post(
         commands = [await timed(http, "run_command", run) for _ in range(count)]
         calls = [await timed(http, "list_terminals", {}) for _ in range(count)]
     return commands, calls
+
+
+def serve_floor(port: int) -> None:
+    """The SDK's own server with one tool that does nothing (run in a process of its own)."""
+    floor = MCPServer("floor")
+
+    @floor.tool()
+    def nothing() -> str:
+        """Does nothing."""
+        return ""
+
+    app = floor.streamable_http_app(json_response=True, stateless_http=True)
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+
+
+async def measure_floor(count: int) -> tuple[list[float], list[float]]:
+    """The SDK client's calls of a tool that does nothing on the SDK's own server, then the
+    same as bare POSTs."""
+    port = free_port()
+    process = multiprocessing.get_context("spawn").Process(target=serve_floor, args=(port,))
+    process.start()
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        for _ in range(200):
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port)):
+                break
+            await asyncio.sleep(0.05)
+        async with (
+            httpx2.AsyncClient(timeout=60) as http,
+            Client(streamable_http_client(url, http_client=http), mode="legacy") as client,
+        ):
+            for _ in range(5):  # warm-up
+                await client.call_tool("nothing", {})
+            calls = []
+            for _ in range(count):
+                started = time.perf_counter()
+                await client.call_tool("nothing", {})
+                calls.append(time.perf_counter() - started)
+        headers = {
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2025-11-25",
+        }
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
+        body["params"] = {"name": "nothing", "arguments": {}}
+        posts = []
+        async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+            for index in range(count + 5):
+                started = time.perf_counter()
+                response = await http.post(url, json=body)
+                took = time.perf_counter() - started
+                assert "result" in response.json(), response.text
+                if index >= 5:
+                    posts.append(took)
+        return calls, posts
+    finally:
+        process.terminate()
+        process.join(10)
 
 
 class Working:
@@ -365,6 +428,7 @@ def main(argv: list[str] | None = None) -> int:
             mcp, calls, post, post_calls = asyncio.run(
                 measure_mcp(base + "tool-terminal/mcp", agent["token"], name, args.count)
             )
+        floor, floor_post = asyncio.run(measure_floor(args.count))
         exec_times = measure_exec(name, min(args.count, 100))
         raw = measure_raw(client.api, container.id, args.count)
     finally:
@@ -375,6 +439,8 @@ def main(argv: list[str] | None = None) -> int:
         "mcp_call": figures(calls),
         "post": figures(post),
         "post_call": figures(post_calls),
+        "floor": figures(floor),
+        "floor_post": figures(floor_post),
         "exec": figures(exec_times),
         "raw": figures(raw),
     }
@@ -385,7 +451,9 @@ def main(argv: list[str] | None = None) -> int:
         f"docker exec p50 {results['exec']['p50']} ms ({speedup:.1f}x slower); raw exec round "
         f"trip p50 {results['raw']['p50']} ms; an MCP call alone (list_terminals) p50 "
         f"{results['mcp_call']['p50']} ms; as bare POSTs (the server's part) run_command p50 "
-        f"{results['post']['p50']} ms, list_terminals p50 {results['post_call']['p50']} ms"
+        f"{results['post']['p50']} ms, list_terminals p50 {results['post_call']['p50']} ms; "
+        f"the floor (this SDK client, a tool that does nothing on the SDK's own server) p50 "
+        f"{results['floor']['p50']} ms, as bare POSTs {results['floor_post']['p50']} ms"
     )
     return 0
 

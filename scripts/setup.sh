@@ -33,10 +33,11 @@ ticker=
 ticking() {  # ticking STARTED command...: runs it, a line every 20 s, then how long it took
   local started=$1 status=0
   shift
-  ( while sleep 20; do echo "   ... still at it ($((SECONDS - started)) s)"; done ) &
+  ( while sleep 20 >/dev/null; do echo "   ... still at it ($((SECONDS - started)) s)"; done ) &
   ticker=$!
+  disown "$ticker"  # (not this shell's job: bash would note, when waiting, a child reaped early)
   "$@" || status=$?
-  kill "$ticker" 2>/dev/null; wait "$ticker" 2>/dev/null || true
+  kill "$ticker" 2>/dev/null || true
   ticker=
   if [ "$status" -ne 0 ]; then
     echo "   FAILED after $((SECONDS - started)) s" >&2
@@ -118,7 +119,7 @@ fi
 if [ -n "$background" ]; then
   install_finished() {  # what pip printed, only when it failed
     local status=0
-    wait "$background" 2>/dev/null || status=$?  # (bash may note a child it reaped early)
+    wait "$background" || status=$?
     background=
     [ "$status" -eq 0 ] || cat "$background_log" >&2
     return "$status"
