@@ -160,7 +160,13 @@ def service_mode_config(
         "DOCKER_HOST": f"unix://{directory}/no-engine-here.sock",
         **(user_environment or {}),
     }
-    service_environment = {"PYTHONPATH": str(REPO), "JUPYTER_RUNTIME_DIR": f"{directory}/runtime"}
+    # Its data (the agents file) in this Hub's directory: agents of earlier runs would count
+    # against a user's cap (the Jupyter data directory of the test's user outlives the test).
+    service_environment = {
+        "PYTHONPATH": str(REPO),
+        "JUPYTER_RUNTIME_DIR": f"{directory}/runtime",
+        "JUPYTER_DATA_DIR": f"{directory}/data",
+    }
     return f"""
 c.JupyterHub.services.append(
     {{
