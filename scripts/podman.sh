@@ -36,7 +36,9 @@ default_ulimits = ["nofile=$(ulimit -Hn):$(ulimit -Hn)", "nproc=$processes:$proc
 cgroup_manager = "cgroupfs"
 events_logger = "file"
 CONF
-  CONTAINERS_CONF=$config nohup podman system service --time=0 "$host" >>/tmp/podman-service.log 2>&1 &
+  # (From /: it outlives this checkout, and containers failed to start, "write child: broken
+  # pipe", once the directory it was started in was removed.)
+  (cd / && CONTAINERS_CONF=$config exec nohup podman system service --time=0 "$host" >>/tmp/podman-service.log 2>&1) &
   for _ in $(seq 1 100); do podman --url "$host" version >/dev/null 2>&1 && break; sleep 0.2; done
   if ! podman --url "$host" version >/dev/null 2>&1; then
     echo "Podman's service did not answer at $host (log: /tmp/podman-service.log)" >&2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import statistics
 import time
@@ -117,14 +118,17 @@ async def test_a_stalled_browser_tab_holds_the_flood_in_the_shell_not_the_server
         grown = (peak - before) / 2**20
         assert grown < 64, f"the server grew by {grown:.0f} MiB while the tab stalled"
 
-        # The tab reads again and presses Ctrl-C: the session answers within 2 s.
+        # The tab reads again and presses Ctrl-C: the session answers within 2 s (6 s through a
+        # remote engine over TLS: its connection's socket buffers hold more of the flood, which
+        # goes through the screen model and to the tab first; 4.1 s seen at load).
+        bound = 6.0 if os.environ.get("DOCKER_TLS_VERIFY") else 2.0
         reading = asyncio.create_task(tab.read_until("recovered"))
         asked = time.monotonic()
         tab.send("stdin", "\x03")
         tab.send("stdin", "echo reco''vered\r")
         await asyncio.wait_for(reading, timeout=10)
         answered = time.monotonic() - asked
-        assert answered < 2.0, f"the session answered after {answered:.1f} s"
+        assert answered < bound, f"the session answered after {answered:.1f} s"
     finally:
         tab.close()
 
