@@ -304,17 +304,20 @@ def make_container(docker_client: docker.DockerClient) -> t.Iterator[InstanceFac
         all_labels.update(labels or {})
         _SDK_ON_LOOP_ALLOWED.value = True
         try:
-            container = docker_client.containers.run(
+            container = docker_client.containers.create(
                 image,
                 name=name or f"jtt-test-{uuid.uuid4().hex[:10]}",
-                detach=True,
                 init=True,
                 network_mode="none",
                 labels={k: v for k, v in all_labels.items() if v is not None},
             )
+            # Removed after the test even when it does not start (an engine refusing to start
+            # it left it behind, "Created").
+            created.append(container)
+            container.start()
+            container.reload()
         finally:
             _SDK_ON_LOOP_ALLOWED.value = False
-        created.append(container)
         return OnEngine(container, CONTAINERS_ENGINE) if CONTAINERS_ENGINE else container
 
     yield make
