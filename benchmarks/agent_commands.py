@@ -5,7 +5,10 @@ extension (the Docker runtime) and a busybox tool instance of its own, creates a
 and grants it control, then measures, side by side in one run:
 
 * ``mcp``: ``run_command`` of ``true`` through the official Python MCP SDK client (one
-  connection, the ``initialize`` era), at the client: typed into the terminal's own shell;
+  connection, its default ``mode="auto"``, which negotiates the per-request 2026-07-28 protocol
+  with this server), at the client: typed into the terminal's own shell; ``mcp_legacy``: the
+  same client pinned to the ``initialize`` handshake era (2025-11-25), which the SDK's server
+  serves through a transport of its own per request;
 * ``exec``: a fresh ``docker exec CONTAINER true`` per command (the CLI), how agents run commands
   in containers today;
 * ``raw``: the round trip of ``true`` through one long-lived raw exec TTY socket (the Docker
@@ -14,9 +17,12 @@ and grants it control, then measures, side by side in one run:
   HTTP connection (what the SDK client sends, without its machinery): the server's own part of
   an MCP call, which shows whether the SDK client is the bottleneck.
 
-* ``floor``: the same SDK client calling a tool that does nothing on the SDK's own server
-  (``MCPServer``, stateless, JSON answers, under uvicorn, in a process of its own), and bare POSTs
-  to it: what any MCP call through this SDK costs, whatever the server does.
+* ``floor``: the same SDK client (both eras) calling a tool that does nothing on the SDK's own
+  server (``MCPServer``, stateless, JSON answers, under uvicorn, in a process of its own), and
+  bare POSTs to it: what any MCP call through this SDK costs, whatever the server does.
+* ``flood``: ``run_command`` of a 10 MB output (1 000 000 numbered lines): how long it took, the
+  size of the (bounded) answer, how much the server's RSS grew, and that the terminal answers
+  ``echo`` afterwards.
 
 It prints p50/p99 in milliseconds and the ratios; the container and the server are removed at
 the end, also on failure.
@@ -47,6 +53,7 @@ from pathlib import Path
 
 import docker
 import httpx2
+import psutil
 import uvicorn
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -91,9 +98,9 @@ def request(url: str, token: str, method: str = "GET", body: t.Any = None) -> t.
 
 
 @contextlib.contextmanager
-def server(owner: str, **settings: t.Any) -> t.Iterator[tuple[str, str]]:
+def server(owner: str, **settings: t.Any) -> t.Iterator[tuple[str, str, int]]:
     """A jupyter server with the extension (and ToolTerminalApp ``settings``); yields (base
-    URL, token)."""
+    URL, token, the server's pid)."""
     token = secrets.token_hex(16)
     port = free_port()
     with tempfile.TemporaryDirectory() as folder:
@@ -132,35 +139,78 @@ def server(owner: str, **settings: t.Any) -> t.Iterator[tuple[str, str]]:
                     request(base + "api/status", token)
                     break
                 time.sleep(0.1)
-            yield base, token
+            yield base, token, process.pid
         finally:
             process.terminate()
             process.wait(30)
 
 
+async def timed_calls(
+    client: Client, count: int, name: str, arguments: dict[str, str]
+) -> list[float]:
+    """``count`` calls of tool ``name`` through ``client`` (after 5 to warm up), each timed."""
+    for _ in range(5):
+        await client.call_tool(name, arguments)
+    times = []
+    for _ in range(count):
+        started = time.perf_counter()
+        result = await client.call_tool(name, arguments)
+        times.append(time.perf_counter() - started)
+        assert not result.is_error, result
+    return times
+
+
+def rss_mib(pid: int) -> float:
+    return float(psutil.Process(pid).memory_info().rss) / 2**20
+
+
 async def measure_mcp(
-    url: str, agent_token: str, instance: str, count: int
-) -> tuple[list[float], list[float], list[float], list[float]]:
-    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {agent_token}"}, timeout=60)
-    transport = streamable_http_client(url, http_client=http)
-    async with http, Client(transport, mode="legacy") as client:
-        opened = await client.call_tool("open_terminal", {"instance": instance})
-        session = opened.structured_content["session"]
-        for _ in range(5):  # warm-up
-            await client.call_tool("run_command", {"session": session, "command": "true"})
-        times = []
-        for _ in range(count):
-            started = time.perf_counter()
-            result = await client.call_tool("run_command", {"session": session, "command": "true"})
-            times.append(time.perf_counter() - started)
-            assert result.structured_content["exit_code"] == 0, result
-        calls = []
-        for _ in range(count):
-            started = time.perf_counter()
-            await client.call_tool("list_terminals", {})
-            calls.append(time.perf_counter() - started)
-        post, post_calls = await measure_post(url, agent_token, session, count)
-        return times, calls, post, post_calls
+    url: str, agent_token: str, instance: str, count: int, server_pid: int
+) -> dict[str, t.Any]:
+    """run_command of ``true`` and list_terminals through the SDK client in both eras, the
+    same as bare POSTs, then the 10 MB output (see the module docstring)."""
+    results: dict[str, t.Any] = {}
+    for key, mode in (("mcp", "auto"), ("mcp_legacy", "legacy")):
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {agent_token}"}, timeout=120)
+        transport = streamable_http_client(url, http_client=http)
+        async with http, Client(transport, mode=t.cast(t.Any, mode)) as client:
+            opened = await client.call_tool("open_terminal", {"instance": instance})
+            session = opened.structured_content["session"]
+            run = {"session": session, "command": "true"}
+            results[key] = await timed_calls(client, count, "run_command", run)
+            results[key + "_call"] = await timed_calls(client, count, "list_terminals", {})
+            if mode == "auto":
+                results["post"], results["post_call"] = await measure_post(
+                    url, agent_token, session, count
+                )
+                results["flood"] = await measure_flood(client, session, server_pid)
+            await client.call_tool("close_terminal", {"session": session})
+    return results
+
+
+async def measure_flood(client: Client, session: str, server_pid: int) -> dict[str, t.Any]:
+    """A command printing 10 MB: the answer's size, the time, the server's RSS growth, and the
+    terminal's next command."""
+    before = rss_mib(server_pid)
+    started = time.perf_counter()
+    command = "seq -w 1 1000000 | sed 's/^/line/'"  # 11 bytes a line: 11 MB
+    flood = await client.call_tool(
+        "run_command", {"session": session, "command": command, "timeout": 120}
+    )
+    took = time.perf_counter() - started
+    grown = rss_mib(server_pid) - before
+    answer = flood.structured_content
+    assert answer["exit_code"] == 0, answer
+    assert answer["truncated"], answer
+    after = await client.call_tool(
+        "run_command", {"session": session, "command": "echo still-here"}
+    )
+    return {
+        "seconds": round(took, 2),
+        "answer_chars": len(answer["output"]),
+        "server_rss_growth_mib": round(grown, 1),
+        "usable_after": after.structured_content["output"] == "still-here\n",
+    }
 
 
 async def measure_post(
@@ -205,9 +255,9 @@ def serve_floor(port: int) -> None:
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 
 
-async def measure_floor(count: int) -> tuple[list[float], list[float]]:
-    """The SDK client's calls of a tool that does nothing on the SDK's own server, then the
-    same as bare POSTs."""
+async def measure_floor(count: int) -> dict[str, list[float]]:
+    """The SDK client's calls (both eras) of a tool that does nothing on the SDK's own server,
+    then the same as bare POSTs."""
     port = free_port()
     process = multiprocessing.get_context("spawn").Process(target=serve_floor, args=(port,))
     process.start()
@@ -217,17 +267,15 @@ async def measure_floor(count: int) -> tuple[list[float], list[float]]:
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port)):
                 break
             await asyncio.sleep(0.05)
-        async with (
-            httpx2.AsyncClient(timeout=60) as http,
-            Client(streamable_http_client(url, http_client=http), mode="legacy") as client,
-        ):
-            for _ in range(5):  # warm-up
-                await client.call_tool("nothing", {})
-            calls = []
-            for _ in range(count):
-                started = time.perf_counter()
-                await client.call_tool("nothing", {})
-                calls.append(time.perf_counter() - started)
+        results = {}
+        for key, mode in (("floor", "auto"), ("floor_legacy", "legacy")):
+            async with (
+                httpx2.AsyncClient(timeout=60) as http,
+                Client(
+                    streamable_http_client(url, http_client=http), mode=t.cast(t.Any, mode)
+                ) as client,
+            ):
+                results[key] = await timed_calls(client, count, "nothing", {})
         headers = {
             "Accept": "application/json, text/event-stream",
             "MCP-Protocol-Version": "2025-11-25",
@@ -243,7 +291,8 @@ async def measure_floor(count: int) -> tuple[list[float], list[float]]:
                 assert "result" in response.json(), response.text
                 if index >= 5:
                     posts.append(took)
-        return calls, posts
+        results["floor_post"] = posts
+        return results
     finally:
         process.terminate()
         process.join(10)
@@ -269,7 +318,7 @@ async def agent_at_work(
     """An agent running ``true`` in a terminal of its own until ``stop``; how many it ran once
     every agent ran its first."""
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {agent_token}"}, timeout=60)
-    async with http, Client(streamable_http_client(url, http_client=http), mode="legacy") as mcp:
+    async with http, Client(streamable_http_client(url, http_client=http)) as mcp:
         opened = await mcp.call_tool("open_terminal", {"instance": instance})
         session = opened.structured_content["session"]
         ran = -1
@@ -411,13 +460,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.agents:
             limits = {"max_agents_per_user": args.agents, "max_sessions_per_user": args.agents + 1}
-            with server(owner, **limits) as (base, token):
+            with server(owner, **limits) as (base, token, _):
                 outcome = asyncio.run(
                     measure_human_beside_agents(base, token, name, args.agents, args.count)
                 )
             print(json.dumps(outcome, indent=1))
             return 0
-        with server(owner) as (base, token):
+        with server(owner) as (base, token, server_pid):
             agent = request(base + "tool-terminal/api/agents", token, "POST", {"name": "bench"})
             request(
                 base + f"tool-terminal/api/agents/{agent['id']}/control",
@@ -425,35 +474,36 @@ def main(argv: list[str] | None = None) -> int:
                 "POST",
                 {"minutes": 60},
             )
-            mcp, calls, post, post_calls = asyncio.run(
-                measure_mcp(base + "tool-terminal/mcp", agent["token"], name, args.count)
+            measured = asyncio.run(
+                measure_mcp(
+                    base + "tool-terminal/mcp", agent["token"], name, args.count, server_pid
+                )
             )
-        floor, floor_post = asyncio.run(measure_floor(args.count))
+        measured.update(asyncio.run(measure_floor(args.count)))
         exec_times = measure_exec(name, min(args.count, 100))
         raw = measure_raw(client.api, container.id, args.count)
     finally:
         container.remove(force=True)
         client.close()
-    results = {
-        "mcp": figures(mcp),
-        "mcp_call": figures(calls),
-        "post": figures(post),
-        "post_call": figures(post_calls),
-        "floor": figures(floor),
-        "floor_post": figures(floor_post),
-        "exec": figures(exec_times),
-        "raw": figures(raw),
-    }
+    flood = measured.pop("flood")
+    measured.update(exec=exec_times, raw=raw)
+    results: dict[str, t.Any] = {key: figures(values) for key, values in measured.items()}
+    results["flood"] = flood
     print(json.dumps(results, indent=1))
     speedup = results["exec"]["p50"] / results["mcp"]["p50"]
     print(
         f"run_command p50 {results['mcp']['p50']} ms, p99 {results['mcp']['p99']} ms; "
         f"docker exec p50 {results['exec']['p50']} ms ({speedup:.1f}x slower); raw exec round "
         f"trip p50 {results['raw']['p50']} ms; an MCP call alone (list_terminals) p50 "
-        f"{results['mcp_call']['p50']} ms; as bare POSTs (the server's part) run_command p50 "
-        f"{results['post']['p50']} ms, list_terminals p50 {results['post_call']['p50']} ms; "
+        f"{results['mcp_call']['p50']} ms; pinned to the initialize era run_command p50 "
+        f"{results['mcp_legacy']['p50']} ms, p99 {results['mcp_legacy']['p99']} ms; as bare "
+        f"POSTs (the server's part) run_command p50 {results['post']['p50']} ms, "
+        f"list_terminals p50 {results['post_call']['p50']} ms; "
         f"the floor (this SDK client, a tool that does nothing on the SDK's own server) p50 "
-        f"{results['floor']['p50']} ms, as bare POSTs {results['floor_post']['p50']} ms"
+        f"{results['floor']['p50']} ms (initialize era {results['floor_legacy']['p50']} ms), as "
+        f"bare POSTs {results['floor_post']['p50']} ms; 10 MB of output: {flood['seconds']} s, "
+        f"answer {flood['answer_chars']} characters, server RSS +{flood['server_rss_growth_mib']} "
+        f"MiB, terminal usable after: {flood['usable_after']}"
     )
     return 0
 

@@ -27,7 +27,7 @@ from .errors import (
     ShuttingDown,
 )
 from .events import AuditLog
-from .protocol import ClientMessage
+from .protocol import ClientMessage, Stdin
 from .recording import Recorder, RecordingError
 from .runtime import RuntimeUnavailable, ToolRuntime
 from .runtime.base import Instance, ShellChannel, valid_instance_id
@@ -250,6 +250,9 @@ class ToolTerminalManager(LoggingConfigurable):
         self.sessions: dict[str, ToolTerminal] = {}
         #: Called with every session that ends (after it left ``sessions``).
         self.ended_listeners: list[t.Callable[[ToolTerminal], None]] = []
+        #: Called whenever a person (a WebSocket client that may write) sends input to a
+        #: terminal that is not an agent's: agents make way (``agents.pacing``).
+        self.typing_listeners: list[t.Callable[[], None]] = []
         # Slots taken by sessions still starting, so that limits hold under concurrency.
         self._starting: dict[str, int] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
@@ -640,7 +643,11 @@ class ToolTerminalManager(LoggingConfigurable):
         self, admission: Admission, client: TerminalClient, message: ClientMessage
     ) -> str | None:
         """Hand a client's message to its session; what to tell the client if it is refused."""
-        return admission._session.receive(client, message)
+        session = admission._session
+        if isinstance(message, Stdin) and not admission.observer and session.agent is None:
+            for listener in self.typing_listeners:
+                listener()
+        return session.receive(client, message)
 
     def still_admits(self, admission: Admission, principal: str | None) -> bool:
         """Whether ``principal`` (who the connection's credentials name now) may still hold

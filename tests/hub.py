@@ -22,6 +22,7 @@ import typing as t
 import urllib.parse
 from pathlib import Path
 
+import psutil
 import requests
 from tornado.httpclient import HTTPRequest
 from tornado.websocket import WebSocketClientConnection, websocket_connect
@@ -50,25 +51,18 @@ def proxy_command() -> Path:
     return PROXY_COMMAND
 
 
-def _parent_pid(entry: Path) -> int:
-    # /proc/PID/stat: "PID (COMMAND) STATE PPID ...", where COMMAND may hold spaces.
-    return int((entry / "stat").read_text().rpartition(")")[2].split()[1])
-
-
 def _processes_mentioning(text: str) -> list[int]:
     """Processes whose command line or environment contains ``text``, other than this one
     and the ones it started itself (a test's own service is the test's to stop)."""
+    own = os.getpid()
     found = []
-    needle = text.encode()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            if _parent_pid(entry) != os.getpid() and (
-                needle in (entry / "cmdline").read_bytes()
-                or needle in (entry / "environ").read_bytes()
-            ):
-                found.append(int(entry.name))
+    for process in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if own in (process.pid, process.ppid()):
+                continue
+            environment = (f"{name}={value}" for name, value in process.environ().items())
+            if any(text in part for part in (*process.cmdline(), *environment)):
+                found.append(process.pid)
     return found
 
 

@@ -115,3 +115,30 @@ async def test_closing_lets_every_waiting_request_in() -> None:
         await asyncio.sleep(0)
         pacer.close()
         await asyncio.wait_for(asyncio.gather(*waiting), 5)
+
+
+async def test_while_a_person_types_requests_go_in_at_the_persons_floor_then_at_once() -> None:
+    # (a lag limit of a second: only the person's typing holds requests here, however busy the
+    # machine running the test is)
+    pacer = AgentPacer(lag_limit=1.0, person_window=0.35, person_floor_interval=0.1)
+    await pacer.admit()
+    admitted: list[float] = []
+
+    async def request() -> None:
+        await pacer.admit()
+        admitted.append(time.perf_counter())
+
+    try:
+        pacer.person_typed()
+        asked = time.perf_counter()
+        await asyncio.gather(*(request() for _ in range(4)))
+        gaps = [later - earlier for earlier, later in itertools.pairwise([asked, *admitted])]
+        # Three in, one every floor interval; the fourth as the window ends (not a whole
+        # interval after the third, unless the machine is slow), and then at once.
+        assert min(gaps[:3]) >= pacer.person_floor_interval * 0.9, gaps
+        assert admitted[3] - asked >= pacer.person_window
+        assert pacer.held == 4
+        await pacer.admit()
+        assert pacer.held == 4
+    finally:
+        pacer.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 import typing as t
 
 import pytest
@@ -241,6 +242,44 @@ async def test_the_whole_flow(
         "grant",
         "end_control",
     }
+
+
+async def test_a_person_typing_makes_agents_wait_their_turn(
+    url: str, alice: Api, make_instance: InstanceFactory, tool_app: ToolTerminalApp
+) -> None:
+    """People come first: a keystroke in a terminal of the owner's own holds agents' next
+    requests for a while (they go in at the pacer's rate for people); her keystrokes in the
+    agent's terminal, taking it over, do not."""
+    make_instance(owner="alice", name="jtt-mcp-typing")
+    agents, manager = tool_app.agents, tool_app.session_manager
+    assert agents is not None
+    assert manager is not None
+    # (only a person's typing holds requests here, however late the test machine's loop is)
+    agents.pacer.lag_limit = 1.0
+    typed: list[None] = []
+    manager.typing_listeners.append(lambda: typed.append(None))
+    agent = await new_agent(alice, "Typist's agent", control=True)
+    async with connect(url, agent.token) as client:
+        opened = await client.call_tool("open_terminal", {"instance": "jtt-mcp-typing"})
+        session = opened.structured_content["session"]
+        taking_over = await alice.connect(session)
+        taking_over.send("stdin", "echo taking-over\r")
+        await taking_over.expect("taking-over")
+        assert typed == []
+        held = agents.pacer.held
+        assert not (await client.call_tool("list_terminals", {})).is_error
+        assert agents.pacer.held == held
+
+        _, own = await alice.terminal("jtt-mcp-typing")
+        own.send("stdin", "echo her-own\r")
+        await own.expect("her-own")
+        assert typed
+        started = time.perf_counter()
+        assert not (await client.call_tool("list_terminals", {})).is_error
+        assert agents.pacer.held == held + 1
+        assert time.perf_counter() - started >= agents.pacer.person_floor_interval * 0.9
+        taking_over.ws.close()
+        own.ws.close()
 
 
 async def test_a_call_needing_control_is_refused_first(url: str, alice: Api) -> None:

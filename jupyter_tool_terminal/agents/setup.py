@@ -26,7 +26,8 @@ class Agents:
     tools: AgentTools
     bridge: MCPBridge
     audit: AgentAudit
-    #: Holds agents' requests while the event loop is late (people's terminals come first).
+    #: Holds agents' requests while the event loop is late or a person types (people's
+    #: terminals come first).
     pacer: AgentPacer = dataclasses.field(default_factory=AgentPacer)
 
     async def revoke(self, agent: Agent, username: str) -> None:
@@ -80,4 +81,6 @@ def make_agents(
         max_terminals_per_agent=max_terminals_per_agent,
         log=log,
     )
-    return Agents(store=store, tools=tools, bridge=MCPBridge(tools), audit=audit)
+    agents = Agents(store=store, tools=tools, bridge=MCPBridge(tools), audit=audit)
+    manager.typing_listeners.append(agents.pacer.person_typed)
+    return agents
