@@ -106,6 +106,8 @@ class TestClientCaps:
         container = make_instance()
         model = await alice.open_session(container.name)
 
+        opened = []
+
         async def attempt() -> str:
             try:
                 ws = await alice._ws_fetch("tool-terminal", "websocket", model["id"], headers=ALICE)
@@ -114,6 +116,7 @@ class TestClientCaps:
             message = await ws.read_message()
             first = json.loads(message) if message else None
             if first == ["setup", {}]:
+                opened.append(ws)  # (kept open until the end of the test)
                 return "open"
             # Lost the race to the cap after the upgrade: told why, then closed with 1013.
             assert first is not None
@@ -124,10 +127,18 @@ class TestClientCaps:
 
         results = await asyncio.gather(*(attempt() for _ in range(8)))
         assert results.count("open") == 2, results
+        assert (await alice.call("GET", "sessions", model["id"]))["clients"] == 2
         assert tool_app.session_manager is not None
         session = tool_app.session_manager.sessions[model["id"]]
-        assert len(session.clients) == 2
-        assert (await alice.call("GET", "sessions", model["id"]))["clients"] == 2
+
+        # A client counts from its upgrade, and joins the session's live clients once its
+        # screen was replayed (after ``setup``): both do, and no other.
+        async def both_live() -> bool:
+            return len(session.clients) == 2
+
+        await wait_until(both_live)
+        for ws in opened:
+            ws.close()
 
 
 class TestIdleTimeout:
