@@ -157,6 +157,7 @@ async def timed_calls(
         result = await client.call_tool(name, arguments)
         times.append(time.perf_counter() - started)
         assert not result.is_error, result
+        assert (result.structured_content or {}).get("exit_code", 0) == 0, result
     return times
 
 
@@ -193,7 +194,7 @@ async def measure_flood(client: Client, session: str, server_pid: int) -> dict[s
     terminal's next command."""
     before = rss_mib(server_pid)
     started = time.perf_counter()
-    command = "seq -w 1 1000000 | sed 's/^/line/'"  # 11 bytes a line: 11 MB
+    command = "seq -w 1 1000000 | sed 's/^/line/'"  # 12 bytes a line: 12 MB
     flood = await client.call_tool(
         "run_command", {"session": session, "command": command, "timeout": 120}
     )

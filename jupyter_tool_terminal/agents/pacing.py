@@ -16,8 +16,8 @@ held.
   it at 160 commands a second, and the machine's two cores were shared by their clients and the
   engine's stream copying: each keystroke waited behind some of it (her echo p99 7.7-11 ms beside
   the agents against 2.8-3.4 ms alone). Any agent request that runs while she types delays the
-  keystrokes it meets, so only few may: at one every 50 ms her echo p99 was still 6-6.6 ms (22
-  commands a second), at one every 250 ms 2.5-3.6 ms against 2.0-3.1 ms alone (7.5 a second).
+  keystrokes it meets, so only few may: at one every 50 ms her echo p99 was still 6.1-6.6 ms (22
+  commands a second), at one every 250 ms 2.5-4.8 ms against 2.0-9.8 ms alone (7-8 a second).
   Her keystrokes in an agent's terminal (taking it over) do not count: the agent waits for its
   terminal anyway.
 """
