@@ -129,13 +129,27 @@ def configurable_classes() -> list[type]:
 def config_reference() -> str:
     parts = []
     for cls in configurable_classes():
+        # Settings a class inherits from another project (ExtensionApp's) are that project's to
+        # document: named here, described there.
+        inherited = sorted(
+            name
+            for name, trait in cls.class_traits(config=True).items()
+            if not (trait.this_class or cls).__module__.startswith(PACKAGE)
+        )
+        exclude = f"   :exclude-members: {', '.join(inherited)}\n" if inherited else ""
         parts.append(
             f"## {cls.__name__}\n\n"
             f"{_code(f'c.{cls.__name__}.NAME')} in `jupyter_server_config.py`; "
             f"class {_code(f'{cls.__module__}.{cls.__name__}')}.\n\n"
             f"```{{eval-rst}}\n.. autoconfigurable:: {cls.__module__}.{cls.__name__}\n"
-            f"   :noindex:\n```\n"
+            f"   :noindex:\n{exclude}```\n"
         )
+        if inherited:
+            base = next(base for base in cls.__mro__ if not base.__module__.startswith(PACKAGE))
+            parts.append(
+                f"Inherited from {_code(f'{base.__module__}.{base.__name__}')} and documented "
+                f"there: {', '.join(_code(name) for name in inherited)}.\n"
+            )
     return "\n".join(parts)
 
 
@@ -151,6 +165,14 @@ def _resolve(spec: t.Mapping[str, t.Any], item: t.Mapping[str, t.Any]) -> t.Mapp
     for key in ref.removeprefix("#/").split("/"):
         node = node[key]
     return t.cast("t.Mapping[str, t.Any]", node)
+
+
+def _response_body(spec: t.Mapping[str, t.Any], response: t.Mapping[str, t.Any]) -> str:
+    """A response's media types and schemas in a few words (schemas are under "Schemas")."""
+    content = _resolve(spec, response).get("content", {})
+    return "; ".join(
+        f"{_code(media)}: {_schema_type(body.get('schema', {}))}" for media, body in content.items()
+    )
 
 
 def rest_api_reference() -> str:
@@ -209,9 +231,13 @@ def rest_api_reference() -> str:
             responses = operation.get("responses", {})
             parts.append(
                 _table(
-                    ("status", "meaning"),
+                    ("status", "meaning", "body"),
                     (
-                        (status, _resolve(spec, response).get("description", ""))
+                        (
+                            status,
+                            _resolve(spec, response).get("description", ""),
+                            _response_body(spec, response),
+                        )
                         for status, response in responses.items()
                     ),
                 )
