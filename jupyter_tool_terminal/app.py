@@ -216,7 +216,7 @@ class ToolTerminalApp(ExtensionApp):
 
     recording_dir = Unicode(
         help="""Directory for the recordings of tool types with `"record": true`: one asciicast
-        v2 file (*.cast, playable with `asciinema play`) per session, named after its owner,
+        v2 file (`*.cast`, playable with `asciinema play`) per session, named after its owner,
         instance, session id and start time, readable only by the server's user. Created if
         missing. A session of a recorded tool type that cannot write its file does not start.
         Default: `tool_terminal_recordings` in the Jupyter data directory.""",

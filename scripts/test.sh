@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every check of jupyter-tool-terminal, as CI does: set-up, Python lint/format/types,
 # pytest against the real Docker Engine, the frontend's typecheck/lint/unit tests, the
-# real-browser end-to-end test in Debian's chromium, and the benchmark's quick mode.
+# real-browser end-to-end test in Debian's chromium, the documentation site and the benchmark's
+# quick mode.
 # Every stage runs, whatever the others did; a table at the end says how each went and how
 # long it took, and the exit status is non-zero when any failed.
 set -euo pipefail
@@ -94,6 +95,8 @@ stage "packaging: the wheel, installed into a fresh environment" bash scripts/ch
 stage "browser end-to-end test (Debian chromium)" browser_stage
 stage "browser test through JupyterHub (service mode, Debian chromium)" bash scripts/test-browser-hub.sh
 stage "Binder demo: binder/ in a fresh environment, no Docker, contract and browser" bash scripts/test-binder.sh
+# The documentation site, warnings as errors, with the tools installed into the project's venv.
+stage "docs: the Sphinx site builds (warnings are errors)" env JTT_DOCS_VENV="${JTT_VENV:-$repo/.venv}" bash scripts/docs.sh
 stage "benchmark, quick mode (every measurement path works)" python benchmarks/run.py --quick
 
 echo

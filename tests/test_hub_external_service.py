@@ -1,9 +1,10 @@
 """The service as an *external* Hub service: a Hub restart leaves its terminals running.
 
 A Hub stops the services it manages when it stops. Run under its own process manager (the
-systemd unit in docs/jupyterhub.md), the service is untouched by a Hub restart: the terminal's
-WebSocket drops with the proxy, the session waits for its client (`disconnect_grace`), and
-once the Hub is back the browser reattaches to the same shell, screen and running programs.
+systemd unit in docs/source/howto/jupyterhub-service.md), the service is untouched by a Hub
+restart: the terminal's WebSocket drops with the proxy, the session waits for its client
+(`disconnect_grace`), and once the Hub is back the browser reattaches to the same shell,
+screen and running programs.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Service mode as docs/jupyterhub.md lays it out for real Unix users: an isolation test.
+"""Service mode as docs/source/howto/jupyterhub-service.md lays it out for real Unix users:
+an isolation test.
 
 The Hub runs as root and spawns each user's server as that user's own Unix account
 (JupyterHub's LocalProcessSpawner, The Littlest JupyterHub's model), outside the ``docker``
@@ -121,7 +122,8 @@ def unix_users() -> t.Iterator[None]:
 
 
 def _hub_config(shared: Path, users_env: Path) -> str:
-    """The Hub's configuration: docs/jupyterhub.md's layout for real Unix users."""
+    """The Hub's configuration: the layout of docs/source/howto/jupyterhub-service.md for real
+    Unix users."""
     (shared / "service_config.py").write_text(
         "c = get_config()  # noqa\n"
         'c.ToolTerminalApp.runtime = "docker"\n'

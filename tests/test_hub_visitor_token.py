@@ -51,7 +51,8 @@ def _load_jupyter_server_extension(serverapp):
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory: pytest.TempPathFactory) -> t.Iterator[Hub]:
-    """A Hub with the service as docs/jupyterhub.md configures it, and leaking user servers."""
+    """A Hub with the service as docs/source/howto/jupyterhub-service.md configures it, and
+    leaking user servers."""
     directory = tmp_path_factory.mktemp("hub-visitor-token")
     extension_dir = directory / "extensions"
     extension_dir.mkdir()

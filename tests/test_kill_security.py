@@ -335,7 +335,8 @@ class TestPaused:
 class TestBecomingRoot:
     """A non-root shell that becomes root through a setuid binary (here a setuid `setpriv`,
     as `sudo` would): its kill, running as the shell's user, cannot signal that process; only
-    the instance-wide clean-up, running as root, ends it (as the README says)."""
+    the instance-wide clean-up, running as root, ends it (as
+    docs/source/explanation/kill-guarantees.md says)."""
 
     @pytest.fixture
     def tool_types(self) -> dict[str, t.Any]:

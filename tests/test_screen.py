@@ -246,7 +246,8 @@ def _distinct_cell(y: int, x: int, data: str) -> pyte.screens.Char:
 async def test_the_largest_model_stays_within_its_documented_worst_case() -> None:
     """Every part of one model at its largest: a 150x400 main screen and an alternate screen
     where every cell has its own colours, the scrollback full of such lines (bounded in
-    rendered characters), the queue full of four-byte characters. The README's figure."""
+    rendered characters), the queue full of four-byte characters. The bound given in
+    docs/source/explanation/durable-sessions.md."""
     gc.collect()
     tracemalloc.start()
     try:

@@ -12,7 +12,8 @@ user and their default server. It needs the ``users:activity`` scope.
 With the ``read:users:name`` scope the service asks it, so that a share with a mistyped name is
 refused instead of granted to nobody.
 
-Both scopes come from a role for the service in the Hub's config (see docs/jupyterhub.md).
+Both scopes come from a role for the service in the Hub's config (see
+docs/source/howto/jupyterhub-service.md).
 """
 
 from __future__ import annotations

@@ -81,9 +81,9 @@ def external_service_environment(
     """The environment of the service run as an *external* Hub service.
 
     A Hub sets these for the services it manages; a service under its own process manager
-    (the systemd unit in docs/jupyterhub.md) gets them from its unit instead, with the
-    ``api_token`` of its entry in ``c.JupyterHub.services``. The service then survives the
-    Hub's restarts, and its terminals with it.
+    (the systemd unit in docs/source/howto/jupyterhub-service.md) gets them from its unit
+    instead, with the ``api_token`` of its entry in ``c.JupyterHub.services``. The service
+    then survives the Hub's restarts, and its terminals with it.
 
     Args:
         name: the service's name in ``c.JupyterHub.services``.
