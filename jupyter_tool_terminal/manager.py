@@ -365,6 +365,7 @@ class ToolTerminalManager(LoggingConfigurable):
                         "status": instance.status,
                         "runtime": instance.runtime,
                         **({"engine": instance.engine} if instance.engine else {}),
+                        **({"node": instance.node} if instance.node else {}),
                         **tool.public_model(),
                     }
                 )

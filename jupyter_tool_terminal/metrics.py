@@ -28,6 +28,7 @@ KILL_REASONS = (
     "reset failed",
     "server shutdown",
     "engine unreachable",
+    "instance moved",
     "closed by agent",
     "agent revoked",
 )

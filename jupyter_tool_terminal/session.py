@@ -26,7 +26,7 @@ from .protocol import (
 )
 from .recording import Recording
 from .runtime import Instance, ShellChannel, ToolRuntime
-from .runtime.base import EngineUnreachable
+from .runtime.base import EngineUnreachable, InstanceMoved
 from .screen import ScreenModel
 from .screens import ScreenModels
 from .tooltypes import ToolType
@@ -372,6 +372,8 @@ class ToolTerminal:
                 code = await channel.exit_code()
             except EngineUnreachable as error:
                 code, reason, message = None, "engine unreachable", str(error)
+            except InstanceMoved as error:
+                code, reason, message = None, "instance moved", str(error)
             except Exception:  # noqa: BLE001 - the engine may be gone; the code is then unknown
                 code = None
             self._pump_task = None

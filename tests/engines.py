@@ -58,6 +58,22 @@ def certificates(folder: Path, host: str) -> None:
     (folder / "client-key.pem").rename(folder / "key.pem")
 
 
+def containerd_command(folder: Path, socket: Path) -> list[str]:
+    """A containerd of its own in ``folder``, listening on ``socket`` (its config written)."""
+    folder.mkdir(exist_ok=True)
+    config = folder / "config.toml"
+    config.write_text(
+        "version = 2\n"
+        'disabled_plugins = ["io.containerd.grpc.v1.cri"]\n'
+        f'[grpc]\n  address = "{socket}"\n'
+        f'[ttrpc]\n  address = "{socket}.ttrpc"\n'
+    )
+    return [
+        *("containerd", "--config", str(config)),
+        *("--root", str(folder / "root"), "--state", str(folder / "state")),
+    ]
+
+
 def answers(base_url: str, **kwargs: t.Any) -> bool:
     """Whether the engine at ``base_url`` answers a ping."""
     try:
@@ -138,21 +154,9 @@ class Dockerd:
         }
 
     def _start_containerd(self) -> None:
-        folder = self.folder / "containerd"
-        folder.mkdir(exist_ok=True)
-        config = folder / "config.toml"
-        config.write_text(
-            "version = 2\n"
-            'disabled_plugins = ["io.containerd.grpc.v1.cri"]\n'
-            f'[grpc]\n  address = "{self._containerd_socket}"\n'
-            f'[ttrpc]\n  address = "{self._containerd_socket}.ttrpc"\n'
-        )
         log = (self.folder / "containerd.log").open("ab")
         self.containerd = subprocess.Popen(
-            [
-                *("containerd", "--config", str(config)),
-                *("--root", str(folder / "root"), "--state", str(folder / "state")),
-            ],
+            containerd_command(self.folder / "containerd", self._containerd_socket),
             stdout=log,
             stderr=log,
             start_new_session=True,

@@ -43,6 +43,11 @@ class EngineUnreachable(RuntimeUnavailable):
     waits until it answers again."""
 
 
+class InstanceMoved(RuntimeUnavailable):
+    """A cluster engine ran the tool instance elsewhere (a new container): the terminal's
+    processes are gone, and the same instance id opens a terminal there."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Instance:
     """A tool instance as seen at one moment."""
@@ -57,6 +62,8 @@ class Instance:
     status: str
     #: The name of the Docker engine it runs on, when the runtime drives several (else "").
     engine: str = ""
+    #: The host name of the cluster node that runs it (Docker Swarm), else "".
+    node: str = ""
 
     #: The name of the runtime that serves it, as the REST API shows it.
     runtime: t.ClassVar[str] = ""

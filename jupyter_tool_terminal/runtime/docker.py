@@ -31,7 +31,15 @@ from ..tooltypes import ToolType
 from . import access as engine_access
 from . import docker_tls
 from . import engines as several
-from .base import EngineUnreachable, Instance, RuntimeUnavailable, ShellChannel, ToolRuntime
+from . import swarm as swarms
+from .base import (
+    EngineUnreachable,
+    Instance,
+    InstanceMoved,
+    RuntimeUnavailable,
+    ShellChannel,
+    ToolRuntime,
+)
 from .kills import KillWing, Target
 from .launch import shell_command, shell_environment
 from .stream import ShellStream, ThreadTransport
@@ -78,6 +86,21 @@ class DockerInstance(Instance):
     env: tuple[tuple[str, str], ...] = dataclasses.field(default=(), repr=False, compare=False)
 
 
+@dataclasses.dataclass(frozen=True)
+class SwarmTaskInstance(DockerInstance):
+    """A Swarm service slot's instance: its task's container, as a node's engine runs it."""
+
+    #: What the managers said of it (service, slot, task).
+    swarm: swarms.SwarmInstance = dataclasses.field(
+        default=swarms.SwarmInstance("", "", "", ""), repr=False, compare=False
+    )
+
+
+def _as_docker_instance(instance: swarms.SwarmInstance) -> SwarmTaskInstance:
+    names = {field.name for field in dataclasses.fields(DockerInstance)}
+    return SwarmTaskInstance(**{name: getattr(instance, name) for name in names}, swarm=instance)
+
+
 class _ExecChannel(ShellChannel):
     """A shell's exec: its stream (on the event loop), its size and its end.
 
@@ -93,11 +116,21 @@ class _ExecChannel(ShellChannel):
         self._terminated = False
         #: Set when the engine stopped answering: the stream was dropped, the kill waits.
         self.engine_lost = False
+        #: Set when a cluster ran the instance elsewhere: why the terminal ended.
+        self.moved: InstanceMoved | None = None
+        #: Asked when the shell's stream ends by itself: why, if the instance moved (Swarm).
+        self.end_check: t.Callable[[], t.Awaitable[str | None]] | None = None
 
     def lose_engine(self) -> None:
         """The engine does not answer: end the stream now (the session then ends, saying so);
         the shell's kill waits until the engine answers again."""
         self.engine_lost = True
+        if self._stream is not None:
+            self._stream.abandon()
+
+    def lose_instance(self, error: InstanceMoved) -> None:
+        """The instance moved to another container: end the stream now, saying so."""
+        self.moved = error
         if self._stream is not None:
             self._stream.abandon()
 
@@ -176,6 +209,12 @@ class _ExecChannel(ShellChannel):
     async def exit_code(self) -> int | None:
         if self.engine_lost:
             raise self._runtime.unreachable()
+        if self.moved is None and self.end_check is not None:
+            # Swarm stops a moved task's container: its shell's end says "137", not why.
+            why = await self.end_check()
+            self.moved = None if why is None else InstanceMoved(why)
+        if self.moved is not None:
+            raise self.moved
         info = await self._runtime.call("exec_inspect", self.exec_id)
         code = info.get("ExitCode")
         return code if isinstance(code, int) and not info.get("Running") else None
@@ -208,6 +247,7 @@ class _ExecChannel(ShellChannel):
         if self._terminated:
             return
         self._terminated = True
+        self.end_check = None
         self._runtime.forget_channel(self)
         if self.engine_lost or not self._runtime.answering:
             # Nothing can run on an engine that does not answer: the kill waits for it.
@@ -288,6 +328,16 @@ class DockerRuntime(ToolRuntime):
         hosts").""",
     ).tag(config=True)
 
+    swarm = Dict(
+        help="""Docker Swarm: {"managers": [NAME, ...], "node_engine": {"url": TEMPLATE,
+        "tls": {"ca": PATH, "cert": PATH, "key": PATH}}}. The managers are names of `engines`;
+        every node's engine is found from their list of nodes ({addr} and {hostname} in the
+        URL template), nodes that join later included. A replicated service whose task
+        containers carry the owner and tool labels is a tool instance with the id
+        swarm/SERVICE (swarm/SERVICE.SLOT with several replicas) that survives moves; its
+        terminals open on the node that runs the task. Empty (the default): no Swarm.""",
+    ).tag(config=True)
+
     engine_timeout = Float(
         3,
         min=0.1,
@@ -346,9 +396,31 @@ class DockerRuntime(ToolRuntime):
             metrics.ENGINE_KILL_FAILURES.labels(self.spec.name)
         elif self.engines:
             for spec in several.parse_engines(self.engines).values():
-                self.by_engine[spec.name] = DockerRuntime(
-                    parent=self, spec=spec, engines={}, log=self.log
-                )
+                self.by_engine[spec.name] = self.engine_for(spec)
+        #: The Swarm the managers among ``engines`` run (``c.DockerRuntime.swarm``).
+        self.cluster: swarms.Swarm | None = None
+        #: Whether Swarm's task containers are left out of this engine's own instances (they
+        #: are instances of their services, through the managers).
+        self.hide_swarm_tasks = False
+        self._config_error: str | None = None
+        if self.spec is None:
+            self._make_swarm()
+
+    def _make_swarm(self) -> None:
+        try:
+            spec = swarms.parse_swarm(self.swarm, self.by_engine)
+        except ValueError as error:
+            self._config_error = f"c.DockerRuntime.swarm: {error}"
+            return
+        if spec is None:
+            return
+        self.cluster = swarms.Swarm(self, spec)
+        for engine in self.by_engine.values():
+            engine.hide_swarm_tasks = True
+
+    def engine_for(self, spec: several.EngineSpec) -> DockerRuntime:
+        """A runtime of its own for one engine (a configured one, or a Swarm node's)."""
+        return DockerRuntime(parent=self, spec=spec, engines={}, swarm={}, log=self.log)
 
     # -- one engine of several ----------------------------------------------------------------
 
@@ -440,6 +512,8 @@ class DockerRuntime(ToolRuntime):
         With several engines, one that does not answer is logged and served once it does;
         only none answering is an error.
         """
+        if self._config_error is not None:
+            raise RuntimeUnavailable(self._config_error)
         if self.by_engine:
             several.check_at_start(list(self.by_engine.values()), self.log)
             return
@@ -455,6 +529,8 @@ class DockerRuntime(ToolRuntime):
             client.close()
 
     def close(self) -> None:
+        if self.cluster is not None:
+            self.cluster.close()
         for engine in self.by_engine.values():
             engine.close()
         if self.health is not None:
@@ -490,6 +566,8 @@ class DockerRuntime(ToolRuntime):
         )
 
     async def list_instances(self, owner: str) -> list[Instance]:
+        if self.cluster is not None:
+            return await self._list_with_swarm(self.cluster, owner)
         if self.by_engine:
             return await several.list_everywhere(self, owner)
         containers = await self.call(
@@ -503,11 +581,33 @@ class DockerRuntime(ToolRuntime):
                 names[0] if names else "", summary["Id"], labels, summary.get("State", "")
             )
             # The engine's filter is a convenience; the exact comparison here is the check.
-            if instance is not None and instance.owner == owner and instance.id:
+            hidden = self.hide_swarm_tasks and swarms.TASK_LABEL in labels
+            if instance is not None and instance.owner == owner and instance.id and not hidden:
                 found.append(instance)
         return sorted(found, key=lambda instance: instance.id)
 
+    async def _list_with_swarm(self, cluster: swarms.Swarm, owner: str) -> list[Instance]:
+        """The engines' own instances and the Swarm's: each part answers (or is left out)
+        within its timeouts; an error only when no engine at all answers."""
+
+        async def plain() -> list[Instance] | None:
+            try:
+                return await several.list_everywhere(self, owner)
+            except EngineUnreachable:
+                return None
+
+        engines, services = await asyncio.gather(plain(), cluster.list_instances(owner))
+        if engines is None and services is None:
+            if not any(engine.answering for engine in cluster.engines.values()):
+                msg = "no container engine is reachable"
+                raise EngineUnreachable(msg)
+            self.log.warning("No Swarm manager answers: Swarm instances are left out")
+        return sorted([*(engines or []), *(services or [])], key=lambda instance: instance.id)
+
     async def get_instance(self, instance_id: str) -> DockerInstance | None:
+        if self.cluster is not None and swarms.split_id(instance_id) is not None:
+            found = await self.cluster.get_instance(instance_id)
+            return None if found is None else _as_docker_instance(found)
         if self.by_engine:
             # (an instance of one of its engines: a DockerInstance, its id made ENGINE/...)
             return t.cast("DockerInstance | None", await several.look_up(self, instance_id))
@@ -519,6 +619,8 @@ class DockerRuntime(ToolRuntime):
         if info.get("Name", "").lstrip("/") != instance_id:
             return None
         config = info.get("Config") or {}
+        if self.hide_swarm_tasks and swarms.TASK_LABEL in (config.get("Labels") or {}):
+            return None  # an instance of its service (swarm/SERVICE), not of its own
         return self._instance(
             info["Name"],
             info["Id"],
@@ -541,11 +643,19 @@ class DockerRuntime(ToolRuntime):
             msg = f"not a Docker tool instance: {instance.id}"
             raise TypeError(msg)
         if self.by_engine:
-            engine = self.by_engine.get(instance.engine)
+            if instance.node and self.cluster is not None:
+                # (a node's engine is one of this runtime's, made by engine_for)
+                engine = t.cast("DockerRuntime | None", self.cluster.engines.get(instance.engine))
+            else:
+                engine = self.by_engine.get(instance.engine)
             if engine is None:
                 msg = "the tool instance is gone"
                 raise RuntimeUnavailable(msg)
-            return await engine.start_shell(instance, tool, size)
+            channel = await engine.start_shell(instance, tool, size)
+            if isinstance(instance, SwarmTaskInstance) and self.cluster is not None:
+                assert isinstance(channel, _ExecChannel)
+                self.cluster.watch(channel, instance.swarm)
+            return channel
         if not self.answering:
             raise self.unreachable()
         tag = secrets.token_hex(16)

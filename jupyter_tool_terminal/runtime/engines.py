@@ -89,21 +89,26 @@ def parse_engines(value: t.Mapping[str, t.Any]) -> dict[str, EngineSpec]:
         if not isinstance(url, str) or not url.startswith(SCHEMES):
             msg = f"engine {name!r} needs a url starting with {', '.join(SCHEMES)}"
             raise ValueError(msg)
-        tls = entry.get("tls") or {}
-        if not isinstance(tls, dict) or set(tls) - set(_TLS_KEYS):
-            msg = f'engine {name!r}: tls is {{"ca": PATH, "cert": PATH, "key": PATH}}'
-            raise ValueError(msg)
-        if not all(isinstance(tls.get(key, ""), str) for key in _TLS_KEYS):
-            msg = f"engine {name!r}: tls paths must be strings"
-            raise ValueError(msg)
-        if bool(tls.get("cert")) != bool(tls.get("key")):
-            msg = f"engine {name!r}: tls needs both cert and key, or neither"
-            raise ValueError(msg)
-        if tls and not url.startswith("tcp://"):
-            msg = f"engine {name!r}: tls is for tcp:// urls"
-            raise ValueError(msg)
-        specs[name] = EngineSpec(name, url, tls.get("ca"), tls.get("cert"), tls.get("key"))
+        specs[name] = EngineSpec(name, url, *parse_tls(f"engine {name!r}", url, entry.get("tls")))
     return specs
+
+
+def parse_tls(what: str, url: str, value: t.Any) -> tuple[str | None, str | None, str | None]:
+    """An engine's ``tls`` entry as (ca, cert, key); ``ValueError`` names ``what`` it is of."""
+    tls = value or {}
+    if not isinstance(tls, dict) or set(tls) - set(_TLS_KEYS):
+        msg = f'{what}: tls is {{"ca": PATH, "cert": PATH, "key": PATH}}'
+        raise ValueError(msg)
+    if not all(isinstance(tls.get(key, ""), str) for key in _TLS_KEYS):
+        msg = f"{what}: tls paths must be strings"
+        raise ValueError(msg)
+    if bool(tls.get("cert")) != bool(tls.get("key")):
+        msg = f"{what}: tls needs both cert and key, or neither"
+        raise ValueError(msg)
+    if tls and not url.startswith("tcp://"):
+        msg = f"{what}: tls is for tcp:// urls"
+        raise ValueError(msg)
+    return tls.get("ca"), tls.get("cert"), tls.get("key")
 
 
 def unreachable(name: str) -> EngineUnreachable:

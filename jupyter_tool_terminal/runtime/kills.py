@@ -429,9 +429,12 @@ class KillWing:
         except docker.errors.NotFound:
             return None
         except docker.errors.APIError as error:
-            if error.status_code == 409:
-                if "paused" in str(error.explanation or "").lower():
-                    raise _Paused from error
+            explanation = str(error.explanation or "").lower()
+            if error.status_code == 409 and "paused" in explanation:
+                raise _Paused from error
+            if error.status_code == 409 or "is not running" in explanation:
+                # (some engines answer 500 when the container stopped between the exec's
+                # create and its start)
                 return None  # the container is not running: nothing is left
             msg = f"the engine refused the kill: {error.explanation}"
             raise RuntimeUnavailable(msg) from error
@@ -440,9 +443,18 @@ class KillWing:
             raise EngineUnreachable(msg) from error
         lines = output.strip().splitlines()
         answer = parse_answer(lines[-1], 0) if lines else None
-        if answer is None:
+        if answer is None and await self._still_running(container_id):
             self.log.warning("The kill in container %s did not answer", container_id[:12])
         return answer
+
+    async def _still_running(self, container_id: str) -> bool:
+        """Whether the container runs (a kill that did not answer in one that stopped under
+        it, as a moved Swarm task's does, found nothing left to kill)."""
+        try:
+            info = await self._engine.call("inspect_container", container_id)
+        except Exception:  # noqa: BLE001 - gone, or the engine with it: nothing runs there
+            return False
+        return bool((info.get("State") or {}).get("Running"))
 
 
 class _Paused(Exception):
