@@ -446,42 +446,27 @@ class Swarm:
         """Why a terminal in ``instance`` cannot go on, if its task is no longer the one the
         managers want running (``None`` while it is, or while no manager answers)."""
         view = await self.view()
-        if view is None:
-            return None
-        task = view.task_for(instance.service_id, instance.slot)
-        if task is not None and task.id == instance.task_id:
-            return None
-        name = instance.id
-        service = next((s for s in view.services if s.get("ID") == instance.service_id), None)
-        if service is None or instance.slot not in (_slots(service) or []):
-            return f"the tool instance {name} was removed from Swarm"
-        node = view.nodes.get(task.node_id) if task is not None else None
-        where = f"to node {node.hostname}" if node is not None else "to another node"
-        return (
-            f"the tool instance {name} moved {where} (Swarm rescheduled it); its processes "
-            "did not move with it: open it again"
-        )
+        return None if view is None else _why_moved(view, instance)
 
     async def _watch(self) -> None:
         """Ask the managers every ``engine_check_interval`` while terminals are open."""
         while self._watched:
             await asyncio.sleep(self.router.engine_check_interval)
+            try:
+                view = await self.view()
+            except Exception:  # a failed look is the next round's (and logged)
+                self.router.log.exception("Could not ask the Swarm managers about open terminals")
+                continue
+            if view is None:
+                continue  # no manager answers: open terminals go on
             for channel, instance in list(self._watched.items()):
                 if channel.end_check is None:  # it closed
                     self._watched.pop(channel, None)
                     continue
-                try:
-                    why = await self.moved(instance)
-                except Exception:  # a failed look is the next round's (and logged)
-                    self.router.log.exception("Could not check a Swarm task")
-                    break
+                why = _why_moved(view, instance)
                 if why is not None:
                     self._watched.pop(channel, None)
                     channel.lose_instance(InstanceMoved(why))
-
-    def forget(self, channel: WatchedChannel) -> None:
-        """A terminal closed: no longer watched."""
-        self._watched.pop(channel, None)
 
     def close(self) -> None:
         """Stop watching and close the nodes' engines."""
@@ -522,4 +507,22 @@ def _node(entry: t.Mapping[str, t.Any]) -> Node | None:
         hostname=(entry.get("Description") or {}).get("Hostname", ""),
         addr="" if addr == "0.0.0.0" else addr,
         state=status.get("State", ""),
+    )
+
+
+def _why_moved(view: View, instance: SwarmInstance) -> str | None:
+    """Why a terminal in ``instance`` cannot go on, in the managers' ``view`` (``None`` while
+    its task is the one they want running)."""
+    task = view.task_for(instance.service_id, instance.slot)
+    if task is not None and task.id == instance.task_id:
+        return None
+    name = instance.id
+    service = next((s for s in view.services if s.get("ID") == instance.service_id), None)
+    if service is None or instance.slot not in (_slots(service) or []):
+        return f"the tool instance {name} was removed from Swarm"
+    node = view.nodes.get(task.node_id) if task is not None else None
+    where = f"to node {node.hostname}" if node is not None else "to another node"
+    return (
+        f"the tool instance {name} moved {where} (Swarm rescheduled it); its processes "
+        "did not move with it: open it again"
     )
