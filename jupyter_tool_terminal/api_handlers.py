@@ -6,6 +6,7 @@ raised through, which ``base.py`` answers with its status and message.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import typing as t
 import urllib.parse
@@ -18,6 +19,8 @@ from tornado import iostream, web
 from tornado.http1connection import HTTP1Connection
 
 from .base import ID, ToolTerminalAPIHandler
+from .errors import NotPermitted
+from .recording import list_recordings, recording_path
 from .runtime.base import Instance, valid_instance_id
 from .runtime.transfer import FileUpload, TransferRefused
 
@@ -286,12 +289,59 @@ class InstanceFilesHandler(ToolTerminalAPIHandler):
         super().on_finish()
 
 
+class RecordingsHandler(ToolTerminalAPIHandler):
+    """``GET /tool-terminal/api/recordings``: the caller's own recordings, newest first."""
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        """List ``{"id", "instance", "session", "title", "started", "size"}``."""
+        recorder = self.tool_sessions.recorder
+        listed = (
+            []
+            if recorder is None
+            else await asyncio.to_thread(list_recordings, recorder.directory, self.owner())
+        )
+        self.finish(json.dumps(listed))
+
+
+class RecordingHandler(ToolTerminalAPIHandler):
+    """``GET /tool-terminal/api/recordings/{id}``: one of the caller's recordings, as an
+    asciicast v2 file (``application/x-asciicast``), to play or save."""
+
+    @web.authenticated
+    @authorized
+    async def get(self, recording_id: str) -> None:
+        """Send the file (another user's, or an unknown one: 403, the same answer)."""
+        recorder = self.tool_sessions.recorder
+        path = (
+            None
+            if recorder is None
+            else await asyncio.to_thread(
+                recording_path, recorder.directory, self.owner(), recording_id
+            )
+        )
+        if path is None:
+            unknown = "No such recording for this user."
+            raise NotPermitted(unknown)
+        self.set_header("Content-Type", "application/x-asciicast")
+        self.set_header("Content-Disposition", attachment(path.name))
+        self.set_header("Cache-Control", "no-store")
+        with path.open("rb") as file:
+            while piece := await asyncio.to_thread(file.read, 256 * 1024):
+                self.write(piece)
+                await self.flush()
+        self.finish(set_content_type="application/x-asciicast")
+
+
 #: The REST routes of instances and sessions (relative: the server adds its base_url).
 default_handlers: list[tuple[str, type[web.RequestHandler]]] = [
     (r"/tool-terminal/api/instances", InstancesHandler),
     # (Instance ids may hold one '/': ENGINE/CONTAINER.)
     (r"/tool-terminal/api/instances/(.+)/files", InstanceFilesHandler),
     (r"/tool-terminal/api/sessions", SessionsHandler),
+    (r"/tool-terminal/api/recordings", RecordingsHandler),
+    (rf"/tool-terminal/api/recordings/{ID}", RecordingHandler),
     (rf"/tool-terminal/api/sessions/{ID}", SessionHandler),
     (rf"/tool-terminal/api/sessions/{ID}/reset", SessionResetHandler),
     (rf"/tool-terminal/api/sessions/{ID}/observers", ObserversHandler),
