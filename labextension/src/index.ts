@@ -16,6 +16,7 @@ import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 
 import { agentsPlugin } from './agents/plugin';
 import { filesPlugin } from './files';
+import { recordingsPlugin } from './recordings';
 import { observePlugin } from './observe';
 /* eslint-disable jupyter/prefer-lazy-imports -- the plugin's activate()
    registers its commands, tiles, Running section and settings at once. */
@@ -72,7 +73,8 @@ const plugins: JupyterFrontEndPlugin<unknown>[] = [
   plugin,
   observePlugin,
   agentsPlugin,
-  filesPlugin
+  filesPlugin,
+  recordingsPlugin
 ];
 
 export default plugins;
