@@ -81,7 +81,9 @@ class ToolTerminalApp(ExtensionApp):
         {},
         help="""Tool types by name (the value of a container's `jupyter-tool-terminal.tool`
         label). Each is a dict with the keys `display_name` (launcher title), `shell` (the
-        command, a non-empty list of strings; default ["/bin/sh"]), `startup_command` (a shell
+        command, a non-empty list of strings; default ["/bin/sh"]) or `shells` (absolute paths of
+        shells tried in order, e.g. ["/bin/bash", "/bin/sh"]: the first the instance has
+        starts), `startup_command` (a shell
         command run in the terminal before the shell; its `cd` and `export` carry over),
         `user` (the exec user; default the image's), `workdir` (an absolute path; for a local
         instance taken relative to its root), `env` (variables added to the terminal's
