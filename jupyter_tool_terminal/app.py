@@ -25,6 +25,7 @@ from .agents.rest import (
 from .agents.setup import Agents, make_agents
 from .base import ID
 from .events import AuditLog
+from .files import DEFAULT_MAX_BYTES, FileTransfers
 from .handover import (
     FAILED,
     HandoverError,
@@ -80,7 +81,9 @@ class ToolTerminalApp(ExtensionApp):
         {},
         help="""Tool types by name (the value of a container's `jupyter-tool-terminal.tool`
         label). Each is a dict with the keys `display_name` (launcher title), `shell` (the
-        command, a non-empty list of strings; default ["/bin/sh"]), `startup_command` (a shell
+        command, a non-empty list of strings; default ["/bin/sh"]) or `shells` (absolute paths of
+        shells tried in order, e.g. ["/bin/bash", "/bin/sh"]: the first the instance has
+        starts), `startup_command` (a shell
         command run in the terminal before the shell; its `cd` and `export` carry over),
         `user` (the exec user; default the image's), `workdir` (an absolute path; for a local
         instance taken relative to its root), `env` (variables added to the terminal's
@@ -280,6 +283,16 @@ class ToolTerminalApp(ExtensionApp):
         `jupyter-tool-terminal-handover-PORT.sock` in the Jupyter runtime directory.""",
     ).tag(config=True)
 
+    max_file_transfer_bytes = Integer(
+        DEFAULT_MAX_BYTES,
+        min=0,
+        help="""The same as FileTransfers.max_file_transfer_bytes (set either): the largest
+        file (bytes) one download from, or upload into, a tool instance may be.""",
+    ).tag(config=True)
+
+    #: Serves the file routes of tool instances (``None`` while no terminals are served).
+    file_transfers: FileTransfers | None = None
+
     #: Where this server listens for its successor (``None``: it does not).
     predecessor: Predecessor | None = None
 
@@ -443,6 +456,17 @@ class ToolTerminalApp(ExtensionApp):
             audit=AuditLog(getattr(self.serverapp, "event_logger", None), self.log),
             on_activity=self._record_activity,
             user_directory=user_directory,
+        )
+        self.file_transfers = FileTransfers(
+            parent=self,
+            manager=self.session_manager,
+            log=self.log,
+            # Set as `c.ToolTerminalApp.NAME`: that wins over `c.FileTransfers.NAME`.
+            **(
+                {"max_file_transfer_bytes": self.max_file_transfer_bytes}
+                if "max_file_transfer_bytes" in self.config.get("ToolTerminalApp", {})
+                else {}
+            ),
         )
         self.agents = make_agents(
             manager=self.session_manager,

@@ -22,6 +22,7 @@ from .manager import valid_session_id
 from .protocol import is_integer, strict_json
 
 if t.TYPE_CHECKING:
+    from .files import FileTransfers
     from .manager import ToolTerminalManager
 
 #: The authorization resource of every route: list is ``read``, create/reset/delete ``write``,
@@ -42,6 +43,7 @@ class ToolTerminalExtension(t.Protocol):
     the protocol rather than the app keeps the handlers from importing the app back)."""
 
     session_manager: ToolTerminalManager | None
+    file_transfers: FileTransfers | None
     service_url: str
     ping_interval: float
     ping_timeout: float

@@ -1,4 +1,5 @@
-"""Audit events: sessions opened, reset, closed, shared and requests refused (jupyter_events)."""
+"""Audit events: sessions opened, reset, closed, shared, files transferred and requests refused
+(jupyter_events)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ _FIELDS = (
     "status",
     "duration",
     "observer",
+    "path",
+    "size",
 )
 
 

@@ -241,6 +241,8 @@ class ToolTerminalManager(LoggingConfigurable):
         self._owner_clients: collections.Counter[str] = collections.Counter()
         self._observer_clients: dict[str, collections.Counter[str]] = {}
         self.audit = audit or AuditLog(None, self.log)
+        #: (instance, tool type) pairs whose unknown tool type was logged.
+        self._unknown_tools_told: set[tuple[str, str]] = set()
         #: Starts the recordings of tool types that record (``None``: recording unavailable).
         self.recorder = recorder
         #: Called with the time of a session's input or output (at most once a second each).
@@ -358,7 +360,9 @@ class ToolTerminalManager(LoggingConfigurable):
         models = []
         for instance in instances:
             tool = self.tool_types.get(instance.tool)
-            if tool is not None:
+            if tool is None:
+                self._tell_unknown_tool(instance)
+            else:
                 models.append(
                     {
                         "id": instance.id,
@@ -370,6 +374,22 @@ class ToolTerminalManager(LoggingConfigurable):
                     }
                 )
         return models
+
+    def _tell_unknown_tool(self, instance: Instance) -> None:
+        """Log once per instance that its label names a tool type this server lacks (its
+        owner is told by ``GET /tool-terminal/api/status``)."""
+        if (instance.id, instance.tool) in self._unknown_tools_told:
+            return
+        self._unknown_tools_told.add((instance.id, instance.tool))
+        self.log.warning(
+            "jupyter_tool_terminal: tool instance %s of %s is labelled "
+            "jupyter-tool-terminal.tool=%s, a tool type this server does not configure "
+            "(configured: %s): it is not shown",
+            instance.id,
+            instance.owner,
+            instance.tool,
+            ", ".join(sorted(self.tool_types)) or "none",
+        )
 
     # -- lifecycle ----------------------------------------------------------------------------
 

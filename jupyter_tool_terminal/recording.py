@@ -43,6 +43,14 @@ MAX_QUEUED = 4 * 1024 * 1024
 CHECK_INTERVAL = HOLD_SECONDS / 8
 
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._@+-]")
+#: The header key (beside asciicast v2's own, which players ignore) naming whose recording it
+#: is: ``{"owner", "instance", "session"}``. Only recordings that carry it are listed to users.
+OWNER_KEY = "jupyter_tool_terminal"
+#: A recording's id in the API: its file name without ``.cast`` (what ``Recorder.start`` makes:
+#: never a '/', never a leading '.'). Whose it is, its header says (``OWNER_KEY``).
+RECORDING_ID = re.compile(r"[A-Za-z0-9_@+-][A-Za-z0-9._@+-]{0,299}")
+#: The most of a recording's first line read for its header.
+HEADER_LIMIT = 64 * 1024
 _EXECUTOR = concurrent.futures.ThreadPoolExecutor(
     max_workers=4, thread_name_prefix="tool-terminal-recording"
 )
@@ -329,6 +337,7 @@ class Recorder:
             "timestamp": int(started.timestamp()),
             "title": title,
             "env": {"TERM": "xterm-256color", "SHELL": shell},
+            OWNER_KEY: {"owner": owner, "instance": instance, "session": session_id},
         }
         encoded = (json.dumps(header) + "\n").encode("utf-8")
         try:
@@ -354,3 +363,58 @@ class Recorder:
         )
         recording.header_written(len(encoded))
         return recording
+
+
+def _header(path: Path) -> dict[str, t.Any] | None:
+    """A recording's header, if it is one of this extension's. Blocking."""
+    try:
+        with path.open("rb") as file:
+            header = json.loads(file.readline(HEADER_LIMIT))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(header, dict) or not isinstance(header.get(OWNER_KEY), dict):
+        return None
+    return header
+
+
+def list_recordings(directory: Path, owner: str) -> list[dict[str, t.Any]]:
+    """``owner``'s recordings in ``directory``, newest first (blocking: run it in a thread)."""
+    found = []
+    try:
+        paths = list(directory.glob("*.cast"))
+    except OSError:
+        return []
+    for path in paths:
+        if not RECORDING_ID.fullmatch(path.stem):
+            continue
+        header = _header(path)
+        if header is None or header[OWNER_KEY].get("owner") != owner:
+            continue
+        try:
+            size = path.stat().st_size
+        except OSError:
+            continue
+        started = datetime.datetime.fromtimestamp(header.get("timestamp", 0), datetime.timezone.utc)
+        found.append(
+            {
+                "id": path.stem,
+                "instance": header[OWNER_KEY].get("instance"),
+                "session": header[OWNER_KEY].get("session"),
+                "title": header.get("title", ""),
+                "started": started.isoformat().replace("+00:00", "Z"),
+                "size": size,
+            }
+        )
+    return sorted(found, key=lambda item: (item["started"], item["id"]), reverse=True)
+
+
+def recording_path(directory: Path, owner: str, recording_id: str) -> Path | None:
+    """The file of ``owner``'s recording ``recording_id``; ``None`` for anyone else's or an
+    unknown one (blocking)."""
+    if not RECORDING_ID.fullmatch(recording_id):
+        return None
+    path = directory / f"{recording_id}.cast"
+    header = _header(path)
+    if header is None or header[OWNER_KEY].get("owner") != owner:
+        return None
+    return path

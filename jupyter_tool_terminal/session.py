@@ -186,6 +186,12 @@ class ToolTerminal:
         secrets, for its recording and for AI agents alike."""
         return self._runtime.shell_variables(self.instance, self.tool)
 
+    async def working_directory(self) -> str | None:
+        """The shell's current working directory, or ``None`` if it cannot be known (no
+        shell now, or a runtime that cannot tell): where a file dropped on it lands."""
+        channel = self._channel
+        return None if channel is None else await channel.working_directory()
+
     def _touch(self) -> None:
         self.last_activity = _now()
         self.last_activity_monotonic = now = time.monotonic()

@@ -76,14 +76,16 @@ async def unknown_tool_types(manager: ToolTerminalManager, owner: str) -> SetupN
         instances = await manager.runtime.list_instances(owner)
     except RuntimeUnavailable:
         return None  # the instance list says so itself
-    unknown = sorted({i.tool for i in instances if i.tool not in manager.tool_types})
+    unknown = sorted((i.id, i.tool) for i in instances if i.tool not in manager.tool_types)
     if not unknown:
         return None
+    labels = "; ".join(f"{name} has jupyter-tool-terminal.tool={tool}" for name, tool in unknown)
     return SetupNote(
         "unknown-tool-types",
         f"Some of your containers are labelled with tool types this server does not know "
-        f"({', '.join(unknown)}), so they are not shown. Configured: "
-        f"{', '.join(sorted(manager.tool_types)) or 'none'}.",
+        f"({', '.join(sorted({tool for _, tool in unknown}))}), so they are not shown: "
+        f"{labels}. Configured: {', '.join(sorted(manager.tool_types)) or 'none'}. Relabel "
+        "the container, or ask whoever runs this server to configure the tool type.",
         TOOL_TYPES_SECTION,
     )
 

@@ -10,6 +10,7 @@ import typing as t
 TOOL_TYPE_KEYS: dict[str, str] = {
     "display_name": "a non-empty string",
     "shell": "a non-empty list of strings",
+    "shells": "a non-empty list of absolute paths of shells, tried in order",
     "startup_command": "a string",
     "user": "a string",
     "workdir": "an absolute path",
@@ -42,6 +43,9 @@ class ToolType:
     name: str
     display_name: str
     shell: tuple[str, ...] = ("/bin/sh",)
+    #: The shells to try in order (``shells``): the first one the instance has is started,
+    #: without arguments. Empty: ``shell`` is the only one.
+    shells: tuple[str, ...] = ()
     startup_command: str | None = None
     user: str | None = None
     workdir: str | None = None
@@ -51,6 +55,11 @@ class ToolType:
     cleanup: str = "session"
     #: Whether each session is recorded (asciicast v2, redacted) in the recording directory.
     record: bool = False
+
+    @property
+    def shell_names(self) -> str:
+        """The shell(s) this tool type starts, for messages ("/bin/bash or /bin/sh")."""
+        return " or ".join(self.shells) if self.shells else self.shell[0]
 
     def public_model(self) -> dict[str, t.Any]:
         """Return what a client may know of this tool type (nothing that says how it runs)."""
@@ -104,6 +113,21 @@ def parse_tool_type(name: t.Any, spec: t.Any) -> ToolType:
     ):
         _fail(name, f"'shell' must be {TOOL_TYPE_KEYS['shell']}, not {shell!r}")
 
+    shells: t.Any = spec.get("shells", ())
+    if "shells" in spec:
+        if "shell" in spec:
+            _fail(name, "set 'shell' (one command) or 'shells' (shells to try in order), not both")
+        if (
+            not isinstance(shells, list | tuple)
+            or not shells
+            or not all(
+                isinstance(path, str) and path.startswith("/") and "\x00" not in path
+                for path in shells
+            )
+        ):
+            _fail(name, f"'shells' must be {TOOL_TYPE_KEYS['shells']}, not {shells!r}")
+        shell = [shells[0]]
+
     env: t.Any = spec.get("env") or {}
     if not isinstance(env, t.Mapping):
         _fail(name, f"'env' must be {TOOL_TYPE_KEYS['env']}, not {env!r}")
@@ -133,6 +157,7 @@ def parse_tool_type(name: t.Any, spec: t.Any) -> ToolType:
         record=record,
         display_name=_optional_string(name, spec, "display_name") or name,
         shell=tuple(shell),
+        shells=tuple(shells) if len(shells) > 1 else (),
         startup_command=_optional_string(name, spec, "startup_command"),
         user=_optional_string(name, spec, "user"),
         workdir=workdir,

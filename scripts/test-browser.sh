@@ -133,11 +133,14 @@ c.LabServerApp.user_settings_dir = "$work/settings"
 c.ToolTerminalApp.owner = "$owner"
 # A reload reattaches within this grace (set here, whatever the default is).
 c.ToolTerminalApp.disconnect_grace = 60
+c.ToolTerminalApp.recording_dir = "$work/recordings"
 c.ToolTerminalApp.tool_types = {
     "$tool": {
         "display_name": "$display_name",
         "shell": ["/bin/sh"],
         "startup_command": "echo $banner",
+        # Recorded: the recordings spec plays its terminals back.
+        "record": True,
         "icon": (
             '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24">'
             '<rect x="2" y="4" width="20" height="16" rx="2" fill="#616161"/>'

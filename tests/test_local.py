@@ -201,8 +201,9 @@ class TestRefusals:
     async def test_a_missing_shell_is_a_clear_refusal(self, alice: Api) -> None:
         status, body = await alice.status("POST", "sessions", body={"instance": "noshell"})
         assert status == 503
-        assert body["message"] == (
-            "local instance 'noshell': the shell '/no/such/shell' is not installed"
+        assert body["message"].startswith(
+            'The tool instance noshell has no /no/such/shell (the shell of tool type "noshell"), '
+            "so no terminal can start in it."
         )
         assert "Traceback" not in str(body)
 

@@ -676,3 +676,36 @@ class TestInvalidPattern:
 
     def test_an_invalid_pattern_disables_the_extension(self, tool_app: ToolTerminalApp) -> None:
         assert tool_app.session_manager is None
+
+
+async def test_users_list_and_fetch_their_own_recordings_only(
+    alice: Api, bob: Api, make_container: InstanceFactory, jp_fetch: t.Any
+) -> None:
+    container = make_container(tool="recorded")
+    model, term = await alice.terminal(container.name)
+    assert await term.run("echo recorded-$((2*21))") == "recorded-42\r\n"
+    await alice.call("DELETE", "sessions", model["id"])
+    listed = await alice.call("GET", "recordings")
+    assert [(r["instance"], r["session"]) for r in listed] == [(container.name, model["id"])]
+    (recording,) = listed
+    assert recording["id"].startswith(f"alice_{container.name}_{model['id']}_")
+    assert recording["size"] > 0
+    assert recording["started"].endswith("Z")
+    response = await jp_fetch(
+        "tool-terminal", "api", "recordings", recording["id"], headers=alice.headers
+    )
+    assert response.headers["Content-Type"] == "application/x-asciicast"
+    assert response.headers["Content-Disposition"] == (
+        f'attachment; filename="{recording["id"]}.cast"'
+    )
+    lines = response.body.decode().splitlines()
+    header = json.loads(lines[0])
+    assert header["version"] == 2
+    assert header["jupyter_tool_terminal"]["owner"] == "alice"
+    assert "recorded-42" in "".join(json.loads(line)[2] for line in lines[1:])
+    # Another user's, or an unknown one: the same 403; nobody else's in the list.
+    assert await bob.call("GET", "recordings") == []
+    for who, name in ((bob, recording["id"]), (alice, "no_such_recording_at-all"), (alice, "..")):
+        status, body = await who.status("GET", "recordings", name)
+        assert status == 403, name
+        assert body["message"] == "No such recording for this user."

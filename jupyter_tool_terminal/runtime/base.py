@@ -19,6 +19,9 @@ from traitlets.config import LoggingConfigurable
 
 from ..tooltypes import ToolType
 
+if t.TYPE_CHECKING:
+    from .transfer import FileDownload, FileUpload
+
 #: Instance ids are container names, which Docker restricts to this (with a length cap here);
 #: every runtime's ids follow it, with the engine's name in front (``ENGINE/CONTAINER``) when the
 #: Docker runtime drives several engines. Used with ``fullmatch`` (``$`` would match before a
@@ -129,6 +132,11 @@ class ShellChannel(abc.ABC):
         msg = "this runtime's terminals cannot be handed over"
         raise ValueError(msg)
 
+    async def working_directory(self) -> str | None:
+        """The shell's current working directory (absolute, as the instance sees it), or
+        ``None`` if it cannot be known (where a file dropped on the terminal lands)."""
+        return None
+
     @abc.abstractmethod
     async def exit_code(self) -> int | None:
         """Return the shell's exit code once it has ended (``None`` if unknown)."""
@@ -191,6 +199,22 @@ class ToolRuntime(LoggingConfigurable):
         its secret-looking variables are hidden from recordings and AI agents."""
         del instance
         return dict(tool.env)
+
+    async def open_download(
+        self, instance: Instance, tool: ToolType, path: str, max_bytes: int
+    ) -> FileDownload:
+        """Start reading the file at the absolute ``path`` of ``instance``, as ``tool``'s
+        user; ``TransferRefused`` (``transfer.py``) if it cannot be, or is larger than
+        ``max_bytes``."""
+        raise NotImplementedError
+
+    async def open_upload(
+        self, instance: Instance, tool: ToolType, path: str, size: int, overwrite: bool
+    ) -> FileUpload:
+        """Check that ``size`` bytes may be written to the absolute ``path`` of ``instance``
+        as ``tool``'s user (replacing a file there only if ``overwrite``), then take them;
+        ``TransferRefused`` (``transfer.py``) if they may not."""
+        raise NotImplementedError
 
     def close(self) -> None:
         """Release the runtime's resources (connections, threads)."""

@@ -29,7 +29,7 @@ from traitlets import Dict, Float, Integer, TraitError, validate
 from .. import metrics
 from ..tooltypes import ToolType
 from . import access as engine_access
-from . import docker_tls
+from . import docker_files, docker_tls
 from . import engines as several
 from . import swarm as swarms
 from .base import (
@@ -42,7 +42,9 @@ from .base import (
 )
 from .kills import KillWing, Target
 from .launch import shell_command, shell_environment
+from .shells import MissingShells, is_start_failure
 from .stream import ShellStream, ThreadTransport
+from .transfer import FileDownload, FileUpload
 
 OWNER_LABEL = "jupyter-tool-terminal.owner"
 TOOL_LABEL = "jupyter-tool-terminal.tool"
@@ -120,6 +122,8 @@ class _ExecChannel(ShellChannel):
         self.moved: InstanceMoved | None = None
         #: Asked when the shell's stream ends by itself: why, if the instance moved (Swarm).
         self.end_check: t.Callable[[], t.Awaitable[str | None]] | None = None
+        #: What the terminal shows instead of the engine's refusal to start a missing shell.
+        self.missing_shell: t.Callable[[], bytes] | None = None
 
     def lose_engine(self) -> None:
         """The engine does not answer: end the stream now (the session then ends, saying so);
@@ -138,6 +142,8 @@ class _ExecChannel(ShellChannel):
         if self._stream is None:
             return b""
         data = await self._stream.read(size)
+        if data and not self.spoke and self.missing_shell is not None and is_start_failure(data):
+            data = self.missing_shell()
         if data:
             self.spoke = True
         return data
@@ -187,6 +193,16 @@ class _ExecChannel(ShellChannel):
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.1)
 
+    async def never_started(self) -> bool:
+        """Whether the engine could not start the command at all (it is missing): the exec
+        ended without ever having had a process."""
+        await self.wait_started(START_WAIT)
+        try:
+            info = await self._runtime.call("exec_inspect", self.exec_id)
+        except Exception:  # noqa: BLE001 - exec or engine gone: it is not for a shell to say
+            return False
+        return not info.get("Pid") and info.get("ExitCode") is not None
+
     async def _ends_within(self, timeout: float) -> bool:
         """Whether the engine reports the shell ended within ``timeout`` seconds."""
         deadline = asyncio.get_running_loop().time() + timeout
@@ -205,6 +221,12 @@ class _ExecChannel(ShellChannel):
         except Exception:  # noqa: BLE001 - exec or engine gone
             return False
         return bool(info.get("Running"))
+
+    async def working_directory(self) -> str | None:
+        shell = self._exec
+        return await docker_files.working_directory(
+            self._runtime, shell.container_id, shell.user, shell.tag
+        )
 
     async def exit_code(self) -> int | None:
         if self.engine_lost:
@@ -380,6 +402,8 @@ class DockerRuntime(ToolRuntime):
         #: The kill wing: every shell's end, this server's leases, orphans of others.
         self.kills = KillWing(self, on_deferred=self._count_deferred_kill)
         self._channels: weakref.WeakSet[_ExecChannel] = weakref.WeakSet()
+        #: Shells instances lack (logged once each), and the one of ``shells`` each has.
+        self.missing_shells = MissingShells(self.log)
         self.health: several.EngineHealth | None = None
         #: With several engines: one runtime of its own per engine, by name.
         self.by_engine: dict[str, DockerRuntime] = {}
@@ -643,21 +667,21 @@ class DockerRuntime(ToolRuntime):
             msg = f"not a Docker tool instance: {instance.id}"
             raise TypeError(msg)
         if self.by_engine:
-            if instance.node and self.cluster is not None:
-                # (a node's engine is one of this runtime's, made by engine_for)
-                engine = t.cast("DockerRuntime | None", self.cluster.engines.get(instance.engine))
-            else:
-                engine = self.by_engine.get(instance.engine)
-            if engine is None:
-                msg = "the tool instance is gone"
-                raise RuntimeUnavailable(msg)
-            channel = await engine.start_shell(instance, tool, size)
+            channel = await self._engine_of(instance).start_shell(instance, tool, size)
             if isinstance(instance, SwarmTaskInstance) and self.cluster is not None:
                 assert isinstance(channel, _ExecChannel)
                 self.cluster.watch(channel, instance.swarm)
             return channel
         if not self.answering:
             raise self.unreachable()
+        if tool.shells and tool.startup_command is None:
+            return await self._start_one_of(instance, tool, size)
+        return await self._start_exec(instance, tool, size)
+
+    async def _start_exec(
+        self, instance: DockerInstance, tool: ToolType, size: tuple[int, int] | None
+    ) -> ShellChannel:
+        """Start ``tool``'s shell (its startup command first) as an exec."""
         tag = secrets.token_hex(16)
         target = (instance.container_id, tool.user or "")
         try:
@@ -667,12 +691,81 @@ class DockerRuntime(ToolRuntime):
             self.kills.forget(target, tag)
             raise
         channel = await self._open(_Exec(instance.container_id, exec_id, tag, target[1]))
+        if isinstance(channel, _ExecChannel):
+            channel.missing_shell = functools.partial(self.missing_shells.report, tool, instance.id)
         if size is not None and tool.startup_command is None:
             # An exec's TTY can only be sized once it runs (the startup wrapper sizes its own
             # first): the shell's first prompt may still see 80 columns, nothing else does.
             with contextlib.suppress(Exception):
                 await channel.resize(*size)
         return channel
+
+    async def _start_one_of(
+        self, instance: DockerInstance, tool: ToolType, size: tuple[int, int] | None
+    ) -> ShellChannel:
+        """Start the first of the tool type's ``shells`` that the container has, the one found
+        before in this container first. A shell the engine cannot start is ended and the next
+        one tried; with none, :class:`RuntimeUnavailable` says in plain words which are missing
+        (and the log, once). Each container pays the wait for its shell's start once (only for
+        a tool type with several shells); later sessions start straight away. (A tool type of
+        one shell does not wait: a missing shell is said in its terminal, see ``shells.py``.)"""
+        key = (instance.container_id, tool.name)
+        known = self.missing_shells.chosen.get(key)
+        shells = [(shell,) for shell in tool.shells]
+        candidates = [known] if known else []
+        candidates += [shell for shell in shells if shell != known]
+        for candidate in candidates:
+            one = dataclasses.replace(tool, shell=candidate, shells=())
+            channel = await self._start_exec(instance, one, size)
+            if not isinstance(channel, _ExecChannel) or not await channel.never_started():
+                self.missing_shells.chosen[key] = candidate
+                if isinstance(channel, _ExecChannel):  # (its words name all the shells)
+                    channel.missing_shell = functools.partial(
+                        self.missing_shells.report, tool, instance.id
+                    )
+                return channel
+            await channel.terminate()
+        self.missing_shells.chosen.pop(key, None)
+        raise RuntimeUnavailable(self.missing_shells.tell(tool, instance.id))
+
+    def _serving(self, instance: Instance) -> tuple[DockerRuntime, DockerInstance]:
+        """The runtime of ``instance``'s engine (this one, with a single engine)."""
+        if not isinstance(instance, DockerInstance):
+            msg = f"not a Docker tool instance: {instance.id}"
+            raise TypeError(msg)
+        if not self.by_engine:
+            if not self.answering:
+                raise self.unreachable()
+            return self, instance
+        return self._engine_of(instance)._serving(instance)
+
+    def _engine_of(self, instance: DockerInstance) -> DockerRuntime:
+        """The runtime of the engine (of several, or a Swarm node's) that runs ``instance``."""
+        if instance.node and self.cluster is not None:
+            # (a node's engine is one of this runtime's, made by engine_for)
+            engine = t.cast("DockerRuntime | None", self.cluster.engines.get(instance.engine))
+        else:
+            engine = self.by_engine.get(instance.engine)
+        if engine is None:
+            msg = "the tool instance is gone"
+            raise RuntimeUnavailable(msg)
+        return engine
+
+    async def open_download(
+        self, instance: Instance, tool: ToolType, path: str, max_bytes: int
+    ) -> FileDownload:
+        """Read the file through an exec of the tool's user (``docker_files.py``)."""
+        engine, container = self._serving(instance)
+        return await docker_files.open_download(engine, container, tool, path, max_bytes)
+
+    async def open_upload(
+        self, instance: Instance, tool: ToolType, path: str, size: int, overwrite: bool
+    ) -> FileUpload:
+        """Write the file through an exec of the tool's user (``docker_files.py``)."""
+        engine, container = self._serving(instance)
+        return await docker_files.open_upload(
+            engine, instance=container, tool=tool, path=path, size=size, overwrite=overwrite
+        )
 
     def handover_state(self) -> dict[str, t.Any]:
         return self.kills.handover_state()

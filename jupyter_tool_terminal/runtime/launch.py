@@ -6,7 +6,10 @@ environment. A runtime decides only *where* the command runs and how it is ended
 
 from __future__ import annotations
 
+import shlex
+
 from ..tooltypes import ToolType
+from .shells import missing_shell_text
 
 #: Environment variable carrying a shell's kill tag; every process the shell starts inherits it,
 #: which is one of the ways a runtime finds (and kills) them all again.
@@ -24,7 +27,8 @@ DEFAULT_LANG = "C.UTF-8"
 # Runs the startup command inside the PTY, in this very shell process, so that `cd` and
 # `export` carry over into the interactive shell that replaces it with `exec`. The command is
 # evaluated inside a function so that `set --` or `shift` in it cannot disturb the shell's argv.
-# A failure is reported in the terminal and the shell starts all the same.
+# A failure is reported in the terminal and the shell starts all the same. (The shell is started
+# by the tail that follows, `shell_tail`.)
 STARTUP_WRAPPER = r"""
 jupyter_tool_terminal_startup() { eval "$1"; }
 jupyter_tool_terminal_startup "$1"
@@ -35,7 +39,6 @@ if [ "$status" -ne 0 ]; then
 fi
 unset status
 shift
-exec "$@"
 """
 
 
@@ -48,7 +51,7 @@ def shell_command(tool: ToolType, size: tuple[int, int] | None = None) -> list[s
     """
     if tool.startup_command is None:
         return list(tool.shell)
-    wrapper = STARTUP_WRAPPER
+    wrapper = STARTUP_WRAPPER + shell_tail(tool)
     if size is not None:
         rows, cols = (int(value) for value in size)
         wrapper = f"stty rows {rows} cols {cols} 2>/dev/null\n{wrapper}"
@@ -58,8 +61,21 @@ def shell_command(tool: ToolType, size: tuple[int, int] | None = None) -> list[s
         wrapper,
         "jupyter-tool-terminal",
         tool.startup_command,
-        *tool.shell,
+        *(tool.shells or tool.shell),
     ]
+
+
+def shell_tail(tool: ToolType) -> str:
+    """The startup wrapper's end: start the shell (its arguments are the wrapper's), the first
+    of ``shells`` the instance has; if there is none, say so in plain words."""
+    missing = shlex.quote(f"\r\n[jupyter-tool-terminal] {missing_shell_text(tool, '')}\r\n")
+    if tool.shells:
+        start = (
+            'for shell in "$@"; do\n  command -v "$shell" >/dev/null 2>&1 && exec "$shell"\ndone\n'
+        )
+    else:
+        start = 'command -v "$1" >/dev/null 2>&1 && exec "$@"\n'
+    return f"{start}printf '%s' {missing} >&2\nexit 127\n"
 
 
 def shell_environment(

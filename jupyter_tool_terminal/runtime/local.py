@@ -36,10 +36,12 @@ from ptyprocess import PtyProcess
 from traitlets import Dict, Float, List, Unicode, default
 
 from ..tooltypes import ToolType
-from . import procfs
+from . import local_files, procfs
 from .base import Instance, RuntimeUnavailable, ShellChannel, ToolRuntime, valid_instance_id
 from .launch import SERVER_VARIABLE, SESSION_TAG_VARIABLE, shell_command, shell_environment
 from .leases import ServerLease
+from .shells import missing_shell_text
+from .transfer import FileDownload, FileUpload
 
 #: The keys of one entry of ``ToolTerminalApp.local_instances``.
 INSTANCE_KEYS = ("tool", "root")
@@ -240,6 +242,12 @@ class _LocalShellChannel(ShellChannel):
     async def resize(self, rows: int, cols: int) -> None:
         if not self._terminated:
             self._process.setwinsize(rows, cols)
+
+    async def working_directory(self) -> str | None:
+        try:
+            return os.readlink(f"/proc/{self._process.pid}/cwd")
+        except OSError:
+            return None
 
     async def exit_code(self) -> int | None:
         # The terminal can close a moment before the shell's end is seen.
@@ -497,6 +505,31 @@ class LocalRuntime(ToolRuntime):
     async def get_instance(self, instance_id: str) -> LocalInstance | None:
         return self._instances().get(instance_id)
 
+    @staticmethod
+    def _root(instance: Instance) -> str:
+        if not isinstance(instance, LocalInstance):
+            msg = f"not a local tool instance: {instance.id}"
+            raise TypeError(msg)
+        return os.path.realpath(instance.root)
+
+    async def open_download(
+        self, instance: Instance, tool: ToolType, path: str, max_bytes: int
+    ) -> FileDownload:
+        """Read a file of the instance's folder as the server's user (``local_files.py``)."""
+        del tool
+        return await asyncio.to_thread(
+            local_files.open_download, self._root(instance), path, max_bytes
+        )
+
+    async def open_upload(
+        self, instance: Instance, tool: ToolType, path: str, size: int, overwrite: bool
+    ) -> FileUpload:
+        """Write a file into the instance's folder as the server's user (``local_files.py``)."""
+        del tool
+        return await asyncio.to_thread(
+            local_files.open_upload, self._root(instance), path, size, overwrite
+        )
+
     async def start_shell(
         self, instance: Instance, tool: ToolType, size: tuple[int, int] | None = None
     ) -> ShellChannel:
@@ -509,11 +542,17 @@ class LocalRuntime(ToolRuntime):
         cwd = self._working_directory(instance, tool)
         tag = secrets.token_hex(16)
         environment = self._environment(tool, tag)
+        if tool.shells and tool.startup_command is None:
+            # The first of the tool type's shells this machine has.
+            found = [
+                shell for shell in tool.shells if shutil.which(shell, path=environment["PATH"])
+            ]
+            if found:
+                tool = dataclasses.replace(tool, shell=(found[0],), shells=())  # noqa: S604 - a field
         argv = shell_command(tool)
         program = shutil.which(argv[0], path=environment["PATH"])
         if program is None:
-            msg = f"local instance {instance.id!r}: the shell {argv[0]!r} is not installed"
-            raise RuntimeUnavailable(msg)
+            raise RuntimeUnavailable(missing_shell_text(tool, instance.id))
         try:
             # Off the loop: the fork and the wait for the child's exec take milliseconds.
             process = await asyncio.to_thread(

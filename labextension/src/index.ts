@@ -15,6 +15,8 @@ import type { ITerminal } from '@jupyterlab/terminal';
 import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 
 import { agentsPlugin } from './agents/plugin';
+import { filesPlugin } from './files';
+import { recordingsPlugin } from './recordings';
 import { observePlugin } from './observe';
 /* eslint-disable jupyter/prefer-lazy-imports -- the plugin's activate()
    registers its commands, tiles, Running section and settings at once. */
@@ -70,7 +72,9 @@ const plugin: JupyterFrontEndPlugin<IToolTerminalTracker> = {
 const plugins: JupyterFrontEndPlugin<unknown>[] = [
   plugin,
   observePlugin,
-  agentsPlugin
+  agentsPlugin,
+  filesPlugin,
+  recordingsPlugin
 ];
 
 export default plugins;
