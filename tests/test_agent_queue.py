@@ -11,15 +11,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
+import json
 import sys
 import time
 import typing as t
 
+import pytest
+
 from jupyter_tool_terminal.agents.endpoint import MAX_BODY
+from jupyter_tool_terminal.agents.store import now
 from jupyter_tool_terminal.app import ToolTerminalApp
 
-from .conftest import Api, InstanceFactory, rss_mib
-from .mcp_client import connect, mcp_url, new_agent, raw_post
+from .conftest import Api, InstanceFactory, rss_mib, wait_until
+from .mcp_client import Agent, connect, mcp_url, new_agent, raw_post
 
 #: The flood: POSTs of ``MAX_BODY`` bytes, from so many threads at once, each socket closed as
 #: soon as its request is written (or after a second, if the server does not take it).
@@ -141,3 +146,124 @@ async def test_one_users_flood_neither_stalls_another_users_agent_nor_pins_memor
         alices_agent.headers,
     )
     assert status == 200, body
+
+
+async def end_agent(how: str, agent: Agent, tool_app: ToolTerminalApp) -> None:
+    """End the agent's power to act: revoke it, end its control, or let its lifetime run out."""
+    agents = tool_app.agents
+    assert agents is not None
+    if how == "revoke":
+        assert await agent.owner.status("DELETE", "agents", agent.id) == (204, None)
+    elif how == "end_control":
+        await agent.end_control()
+    else:
+        agents.store.agents[agent.id].expires = now() - datetime.timedelta(seconds=1)
+        await agents.expire()
+
+
+async def call_tool(url: str, agent: Agent, name: str, arguments: dict[str, t.Any]) -> bool:
+    """Whether one raw ``tools/call`` of ``agent`` (one POST, no SDK) was refused."""
+    request = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": name, "arguments": arguments},
+    }
+    status, body, _ = await raw_post(url, json.dumps(request), agent.headers)
+    assert status == 200, body
+    assert body is not None
+    return bool(body["result"].get("isError"))
+
+
+async def open_terminal_losing_power(
+    url: str,
+    agent: Agent,
+    instance: str,
+    *,
+    held: t.Callable[[], t.Awaitable[t.Any]],
+    end: t.Callable[[], t.Awaitable[None]],
+    release: t.Callable[[], None],
+) -> bool:
+    """Whether the agent's ``open_terminal`` was refused when the agent lost its power (``end``)
+    while the call was ``held``, before it was ``release``d."""
+    call = asyncio.create_task(call_tool(url, agent, "open_terminal", {"instance": instance}))
+    await held()
+    await end()
+    release()
+    return await asyncio.wait_for(call, 60)
+
+
+async def agent_terminals(owner: Api) -> list[dict[str, t.Any]]:
+    return [s for s in await owner.call("GET", "sessions") if "agent" in s]
+
+
+@pytest.mark.parametrize("how", ["revoke", "end_control", "expire"])
+async def test_a_call_queued_before_the_agent_lost_its_power_does_not_act(
+    jp_http_port: int,
+    jp_base_url: str,
+    alice: Api,
+    make_instance: InstanceFactory,
+    tool_app: ToolTerminalApp,
+    how: str,
+) -> None:
+    make_instance(owner="alice", name="jtt-queue-revoke")
+    agents = tool_app.agents
+    assert agents is not None
+    agent = await new_agent(alice, control=True)
+    # A person types: the agent's next request waits in the pacer's queue.
+    agents.pacer.person_window = agents.pacer.person_floor_interval = 3600
+    agents.pacer.person_typed()
+
+    async def queued() -> None:
+        await wait_until(lambda: _true(agents.pacer.waiting == 1))
+
+    refused = await open_terminal_losing_power(
+        mcp_url(jp_http_port, jp_base_url),
+        agent,
+        "jtt-queue-revoke",
+        held=queued,
+        end=lambda: end_agent(how, agent, tool_app),
+        release=agents.pacer.close,  # (lets the queue in)
+    )
+    assert refused
+    assert await agent_terminals(alice) == []
+
+
+@pytest.mark.parametrize("how", ["revoke", "end_control", "expire"])
+async def test_a_terminal_opened_while_the_agent_lost_its_power_is_closed_at_once(
+    jp_http_port: int,
+    jp_base_url: str,
+    alice: Api,
+    make_instance: InstanceFactory,
+    tool_app: ToolTerminalApp,
+    monkeypatch: pytest.MonkeyPatch,
+    how: str,
+) -> None:
+    make_instance(owner="alice", name="jtt-queue-race")
+    runtime = tool_app.tool_runtime
+    assert runtime is not None
+    agent = await new_agent(alice, control=True)
+    # The terminal's start is held at the runtime's look-up of the instance (which then runs).
+    looking_up, go_on = asyncio.Event(), asyncio.Event()
+    real_get_instance = runtime.get_instance
+
+    async def held_get_instance(instance_id: str) -> t.Any:
+        looking_up.set()
+        await go_on.wait()
+        return await real_get_instance(instance_id)
+
+    monkeypatch.setattr(runtime, "get_instance", held_get_instance)
+    refused = await open_terminal_losing_power(
+        mcp_url(jp_http_port, jp_base_url),
+        agent,
+        "jtt-queue-race",
+        held=lambda: asyncio.wait_for(looking_up.wait(), 60),
+        end=lambda: end_agent(how, agent, tool_app),
+        release=go_on.set,
+    )
+    assert refused
+    assert await agent_terminals(alice) == []
+
+
+async def _true(value: bool) -> bool:
+    return value

@@ -377,9 +377,12 @@ class AgentShell:
     def _redacted_error(self, message: str) -> AgentShellError:
         return AgentShellError(self._redactor.redact(message))
 
-    async def run_command(self, command: str, timeout: float) -> CommandResult:
+    async def run_command(
+        self, command: str, timeout: float, may_type: t.Callable[[], bool] | None = None
+    ) -> CommandResult:
         """Type ``command`` into the shell and wait (at most ``timeout`` seconds) until the
-        shell is back at its prompt; its exit code and what it printed."""
+        shell is back at its prompt; its exit code and what it printed. ``may_type`` is asked
+        right before typing (after any wait): false, nothing is typed (:class:`AgentShellError`)."""
         self._refuse_if_ended()
         if not self._listening:
             msg = "This terminal is not attached for commands (AgentShell.start was not called)."
@@ -398,6 +401,9 @@ class AgentShell:
             )
             raise AgentShellError(msg)
         await self._wait_for_previous(timeout)
+        if may_type is not None and not may_type():
+            msg = "Your control ended before the command was typed; nothing was typed."
+            raise AgentShellError(msg)
         nonce = secrets.token_hex(8)
         run = self._run = _Run(nonce, self._limit)
         self._in_flight = True

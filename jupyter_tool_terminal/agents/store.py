@@ -293,6 +293,11 @@ class AgentStore:
             return None
         return agent
 
+    def holds(self, agent: Agent) -> bool:
+        """Whether ``agent`` is still one of the store's live agents (not revoked, not expired):
+        a call authenticated earlier acts only while this holds."""
+        return self.agents.get(agent.id) is agent and not agent.expired
+
     def of(self, owner: str) -> list[Agent]:
         """``owner``'s agents whose token still works, oldest first."""
         return [a for a in self.agents.values() if a.owner == owner and not a.expired]

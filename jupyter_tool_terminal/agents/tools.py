@@ -55,6 +55,15 @@ NOT_FOUND = "not_found"
 SHELL_REFUSED = "shell_refused"
 #: The tool ran and failed (counted as ``error``, not ``refused``).
 FAILED = "failed"
+#: The agent was revoked, or its token expired, after the call was sent.
+REVOKED = "revoked"
+
+#: What an agent is told when it lost its power to act while its call waited or ran.
+_LOST_CONTROL = (
+    "Your control ended before this call acted, so it did nothing. Call request_control to ask "
+    "your user again."
+)
+_REVOKED = "This agent was revoked, or its token expired, before this call acted; it did nothing."
 
 
 class Refused(Exception):
@@ -392,9 +401,23 @@ class AgentTools:
 
     # -- calls --------------------------------------------------------------------------------
 
+    def may_act(self, agent: Agent) -> bool:
+        """Whether ``agent`` may still act with control now: it was not revoked, its token did
+        not expire and its control did not end (checked again after every wait)."""
+        return self.store.holds(agent) and agent.has_control()
+
+    def _refuse_unless_may_act(self, agent: Agent) -> None:
+        if not self.store.holds(agent):
+            raise Refused(REVOKED, _REVOKED)
+        if not agent.has_control():
+            raise Refused(NO_CONTROL, _LOST_CONTROL)
+
     def _admit(self, agent: Agent, name: str) -> None:
         """Refuse the call if the tool is unknown, needs control the agent lacks (checked
         before anything else), or the agent has too many calls running."""
+        if not self.store.holds(agent):
+            # (authenticated before it was revoked or expired: the call waited meanwhile)
+            raise Refused(REVOKED, _REVOKED)
         if name not in _TOOL_SPECS:
             raise Refused(
                 UNKNOWN_TOOL,
@@ -520,6 +543,12 @@ class AgentTools:
             ) from None
         if session.ended:
             raise Refused(FAILED, "The terminal ended as soon as it opened.")
+        if not self.may_act(agent):
+            # Revoked, expired or out of control while the terminal started: the revocation's
+            # own sweep did not see it yet, so it is closed here, at once.
+            shell.close()
+            await self.manager.close_session(session, AGENT_REVOKED)
+            self._refuse_unless_may_act(agent)
         self.shells[session.id] = shell
         return {"session": session.id}, f"Opened terminal {session.id} in {instance}."
 
@@ -541,7 +570,9 @@ class AgentTools:
                 f"run_command: timeout must be more than 0 and at most {MAX_TIMEOUT:g} seconds.",
             )
         try:
-            result = await shell.run_command(arguments["command"], timeout)
+            result = await shell.run_command(
+                arguments["command"], timeout, may_type=lambda: self.may_act(agent)
+            )
         except AgentShellError as error:
             raise Refused(SHELL_REFUSED, str(error)) from None
         structured = {
