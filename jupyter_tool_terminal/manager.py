@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import datetime
 import re
@@ -33,6 +32,7 @@ from .runtime import RuntimeUnavailable, ToolRuntime
 from .runtime.base import Instance, ShellChannel, valid_instance_id
 from .screens import ScreenModels
 from .session import TerminalClient, ToolTerminal
+from .slots import ClientKind, ConnectionSlots
 from .tooltypes import ToolType
 
 #: What a request for a new session is told while the server stops.
@@ -65,23 +65,20 @@ def valid_session_id(value: t.Any) -> bool:
     return isinstance(value, str) and SESSION_ID.fullmatch(value) is not None
 
 
-def _release(counts: collections.Counter[str], key: str) -> None:
-    """One connection of ``key`` fewer (a key at 0 is removed: nothing grows per past user)."""
-    counts[key] -= 1
-    if counts[key] <= 0:
-        del counts[key]
-
-
 class Admission:
     """A connection admitted to a session by :meth:`ToolTerminalManager.admit`: its handle on
     the session, through the manager (``attach``, ``receive``, ``detach``)."""
 
-    def __init__(self, session: ToolTerminal, principal: str, observer: bool) -> None:
+    def __init__(
+        self, session: ToolTerminal, principal: str, observer: bool, kind: ClientKind | None = None
+    ) -> None:
         self._session = session
         #: Who connected, as the session knows them (owner label value or observer name).
         self.principal = principal
         #: Whether the connection only watches (the session was shared with its user).
         self.observer = observer
+        #: What kind of client it is (the kind of connection slot it holds).
+        self.kind = kind or (ClientKind.OBSERVER if observer else ClientKind.OWNER)
         #: Whether it is attached (and holds a connection slot).
         self.attached = False
 
@@ -234,12 +231,8 @@ class ToolTerminalManager(LoggingConfigurable):
         self.tool_types = dict(tool_types)
         #: The sessions' screen models: their emulator and shared memory budget.
         self.screens = screens or ScreenModels()
-        # Open WebSocket connections per user (the owner name they act as).
-        self._clients_by_user: collections.Counter[str] = collections.Counter()
-        # Open connections per session: the owner's, and each observer's (apart, so that
-        # observers can never take the owner's slots).
-        self._owner_clients: collections.Counter[str] = collections.Counter()
-        self._observer_clients: dict[str, collections.Counter[str]] = {}
+        #: The clients attached now, counted against the limits above.
+        self.slots = ConnectionSlots(self)
         self.audit = audit or AuditLog(None, self.log)
         #: Starts the recordings of tool types that record (``None``: recording unavailable).
         self.recorder = recorder
@@ -623,8 +616,9 @@ class ToolTerminalManager(LoggingConfigurable):
         :class:`NotPermitted` unless it owns or observes it, :class:`LimitReached` if it may
         not open another connection to it."""
         session, observer = self.get_viewable(principal, session_id)
-        self._check_client_slot(session, principal, observer)
-        return Admission(session, principal, observer)
+        admission = Admission(session, principal, observer)
+        self.slots.check(session.id, principal, admission.kind)
+        return admission
 
     async def attach(self, admission: Admission, client: TerminalClient) -> bool:
         """Attach ``client`` (upgraded): it gets ``setup``, the screen, then live output;
@@ -633,8 +627,12 @@ class ToolTerminalManager(LoggingConfigurable):
         session = admission._session
         if session.ended:
             return False
-        self._check_client_slot(session, admission.principal, admission.observer)
-        self._client_attached(session, admission.principal, observer=admission.observer)
+        self.slots.check(session.id, admission.principal, admission.kind)
+        self.slots.take(session.id, admission.principal, admission.kind)
+        if admission.kind is ClientKind.OWNER:
+            # A client of the owner connected: the session no longer waits to be closed.
+            # (Observers do not keep a session alive: it belongs to its owner.)
+            self._disarm_timer(session)
         admission.attached = True
         await session.attach(client)
         return True
@@ -666,67 +664,12 @@ class ToolTerminalManager(LoggingConfigurable):
         admission.attached = False
         session = admission._session
         session.detach(client)
-        self._client_detached(
-            session,
-            admission.principal,
-            observer=admission.observer,
-            grace=0 if revoked and not admission.observer else None,
-        )
+        self.slots.release(session.id, admission.principal, admission.kind)
+        self._client_detached(session, grace=0 if revoked and not admission.observer else None)
 
-    def _check_client_slot(self, session: ToolTerminal, user: str, observer: bool = False) -> None:
-        """Raise :class:`LimitReached` if ``user`` may not open another connection to
-        ``session`` (checked before the upgrade, and again when it attaches). The owner's
-        connections and observers' are bounded apart: watching never takes the owner's slots,
-        so that the owner can always come back (a reload)."""
-        if observer:
-            watching = self._observer_clients.get(session.id, collections.Counter())
-            if watching.total() >= self.max_observer_clients_per_session:
-                msg = (
-                    f"This terminal already has {self.max_observer_clients_per_session} "
-                    "watching connections; try again later."
-                )
-                raise LimitReached(msg)
-            if watching[user] >= self.max_clients_per_observer:
-                msg = (
-                    f"You are already watching this terminal in {self.max_clients_per_observer} "
-                    "connections; close one first."
-                )
-                raise LimitReached(msg)
-        elif self._owner_clients[session.id] >= self.max_clients_per_session:
-            msg = (
-                f"This terminal already has {self.max_clients_per_session} connections; "
-                "close one first."
-            )
-            raise LimitReached(msg)
-        if self._clients_by_user[user] >= self.max_clients_per_user:
-            msg = (
-                f"You have {self.max_clients_per_user} terminal connections open; close one first."
-            )
-            raise LimitReached(msg)
-
-    def _client_attached(self, session: ToolTerminal, user: str, observer: bool = False) -> None:
-        """A client of ``user`` connected (its slot checked): the session no longer waits to
-        be closed. Observers do not keep a session alive: it belongs to its owner."""
-        self._clients_by_user[user] += 1
-        if observer:
-            self._observer_clients.setdefault(session.id, collections.Counter())[user] += 1
-        else:
-            self._owner_clients[session.id] += 1
-            self._disarm_timer(session)
-
-    def _client_detached(
-        self, session: ToolTerminal, user: str, observer: bool = False, grace: float | None = None
-    ) -> None:
+    def _client_detached(self, session: ToolTerminal, grace: float | None = None) -> None:
         """A client disconnected: the owner's last one leaving ends the session (after the
         grace, ``disconnect_grace`` unless given), whether or not observers still watch."""
-        _release(self._clients_by_user, user)
-        if observer:
-            watching = self._observer_clients.get(session.id, collections.Counter())
-            _release(watching, user)
-            if not watching:
-                self._observer_clients.pop(session.id, None)
-        else:
-            _release(self._owner_clients, session.id)
         # An agent's terminal stays open when its owner stops watching it.
         if (
             not session.owner_attached
