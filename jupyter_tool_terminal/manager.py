@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime
 import re
 import time
@@ -101,6 +102,50 @@ class Admission:
     def ended(self) -> bool:
         """Whether the session has ended."""
         return self._session.ended
+
+    @property
+    def agent_id(self) -> str | None:
+        """The id of the agent that opened the session, for an agent's terminal."""
+        agent = self._session.agent
+        return agent["id"] if agent is not None else None
+
+    @property
+    def owner_attached(self) -> bool:
+        """Whether a client of the owner's (a browser) is attached to the session."""
+        return self._session.owner_attached
+
+    @property
+    def input_backlog(self) -> int:
+        """Bytes of input queued for the shell and not yet taken by its terminal."""
+        return self._session.input_backlog
+
+    @property
+    def environment(self) -> dict[str, str]:
+        """The variables the session's shell starts with, as far as its runtime knows them."""
+        return self._session.environment
+
+    def model(self) -> dict[str, t.Any]:
+        """The session as the REST API shows it."""
+        return self._session.model()
+
+
+class OutputReader(t.Protocol):
+    """An in-server client of a session (an AI agent's shell): it reads the output as text."""
+
+    def output(self, text: str | None) -> None:
+        """A piece of the terminal's output as it arrives; ``None`` once the session ended.
+        It must return quickly: it runs in the session's pump."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ScreenText:
+    """What a terminal shows now: its visible lines (no scrollback), size and cursor."""
+
+    lines: list[str]
+    rows: int
+    cols: int
+    #: (row, column), 0-based; the column is the width while a wrap is pending.
+    cursor: tuple[int, int]
 
 
 class UserDirectory(t.Protocol):
@@ -646,6 +691,88 @@ class ToolTerminalManager(LoggingConfigurable):
             for listener in self.typing_listeners:
                 listener()
         return session.receive(client, message)
+
+    # -- agents: in-server clients through the same door ---------------------------------------
+
+    def agent_terminals(self, owner: str, agent_id: str) -> list[Admission]:
+        """The open terminals agent ``agent_id`` of ``owner`` opened, oldest first, each as an
+        admission of the agent (not attached)."""
+        return [
+            Admission(session, agent_id, False, ClientKind.AGENT)
+            for session in self.sessions.values()
+            if session.owner == owner
+            and session.agent is not None
+            and session.agent["id"] == agent_id
+            and not session.ended
+        ]
+
+    def admit_agent(self, owner: str, agent_id: str, session_id: t.Any) -> Admission:
+        """Admit agent ``agent_id`` of ``owner`` to ``owner``'s open session ``session_id``:
+        :class:`NotPermitted` for anything else (whether the agent may type, or only read a
+        session shared with it, is the agent tools' rule: ``Admission.agent_id`` says whose
+        terminal it is)."""
+        session = self.sessions.get(session_id) if valid_session_id(session_id) else None
+        if session is None or session.ended or session.owner != owner:
+            msg = "No such session for this user."
+            raise NotPermitted(msg)
+        return Admission(session, agent_id, False, ClientKind.AGENT)
+
+    def attach_reader(self, admission: Admission, reader: OutputReader) -> bool:
+        """Attach an in-server ``reader`` (an agent's shell) admitted by :meth:`admit_agent`:
+        it gets the output live from now on; ``False`` if the session ended meanwhile."""
+        session = admission._session
+        if session.ended:
+            return False
+        if admission.attached:
+            return True
+        self.slots.check(session.id, admission.principal, admission.kind)
+        self.slots.take(session.id, admission.principal, admission.kind)
+        admission.attached = True
+        session.output_listeners.append(reader.output)
+        return True
+
+    def detach_reader(self, admission: Admission, reader: OutputReader) -> None:
+        """The reader is done with the session (which goes on)."""
+        if not admission.attached:
+            return
+        admission.attached = False
+        session = admission._session
+        with contextlib.suppress(ValueError):
+            session.output_listeners.remove(reader.output)
+        self.slots.release(session.id, admission.principal, admission.kind)
+
+    def type_input(self, admission: Admission, text: str) -> bool:
+        """Type ``text`` into the session for an attached agent; ``False`` (nothing typed) if
+        the input the shell has not taken yet is at its limit. An agent's input never counts
+        as a person typing."""
+        if not admission.attached or admission.observer:
+            return True
+        return admission._session.write(text)
+
+    def screen_text(self, admission: Admission) -> ScreenText:
+        """What the session's terminal shows now, as its screen model has it."""
+        screen = admission._session.screen
+        rows, cols = screen.dimensions
+        column, row = screen.cursor
+        return ScreenText(list(screen.display()), rows, cols, (row, column))
+
+    async def screen_caught_up(self, admission: Admission) -> ScreenText:
+        """:meth:`screen_text` once the screen model has worked off the output it got so far
+        (it works behind the output, off the hot path)."""
+        await admission._session.screen.snapshot()
+        return self.screen_text(admission)
+
+    async def close_admitted(self, admission: Admission, reason: str) -> None:
+        """End the admitted session and kill its processes."""
+        await self.close_session(admission._session, reason)
+
+    def add_ended_listener(self, listener: t.Callable[[str], None]) -> None:
+        """Call ``listener`` with the id of every session that ends."""
+        self.ended_listeners.append(lambda session: listener(session.id))
+
+    def add_typing_listener(self, listener: t.Callable[[], None]) -> None:
+        """Call ``listener`` whenever a person types into a terminal that is not an agent's."""
+        self.typing_listeners.append(listener)
 
     def still_admits(self, admission: Admission, principal: str | None) -> bool:
         """Whether ``principal`` (who the connection's credentials name now) may still hold

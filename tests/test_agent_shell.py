@@ -26,7 +26,9 @@ from jupyter_tool_terminal.agents.shell import (
     typed_command,
 )
 from jupyter_tool_terminal.app import ToolTerminalApp
+from jupyter_tool_terminal.manager import ToolTerminalManager
 from jupyter_tool_terminal.redaction import REDACTED, Redactor
+from jupyter_tool_terminal.session import ToolTerminal
 
 from .conftest import DEBIAN_IMAGE, TEST_IMAGE, Api, InstanceFactory, rss_mib
 
@@ -53,6 +55,23 @@ AGENT_TOOL_TYPES["recorded"] = {
 log = logging.getLogger("test_agent_shell")
 
 
+class ShellUnderTest(AgentShell):
+    """An agent's shell, attached through the manager as the tools attach it, with the session
+    beside it for the tests to look into."""
+
+    session: ToolTerminal
+
+
+def agent_shell_of(
+    manager: ToolTerminalManager, session: ToolTerminal, redactor: Redactor, **options: t.Any
+) -> ShellUnderTest:
+    """An agent's shell on ``session`` (an agent of the session's owner, as the tools make it)."""
+    admission = manager.admit_agent(session.owner, "test-agent", session.id)
+    shell = ShellUnderTest(manager, admission, redactor=redactor, log=log, **options)
+    shell.session = session
+    return shell
+
+
 @pytest.fixture
 def tool_types() -> dict[str, t.Any]:
     return AGENT_TOOL_TYPES
@@ -76,7 +95,7 @@ async def open_agent_shell(
     shell: str,
     *,
     output_limit: int = 32768,
-) -> AgentShell:
+) -> ShellUnderTest:
     tool, image = SHELLS[shell]
     container = make_container(tool=tool, image=image)
     model = await alice.open_session(container.name)
@@ -84,12 +103,12 @@ async def open_agent_shell(
     assert manager is not None
     session = manager.sessions[model["id"]]
     redactor = Redactor().for_environment(session.environment)
-    agent = AgentShell(session, redactor=redactor, output_limit=output_limit, log=log)
+    agent = agent_shell_of(manager, session, redactor, output_limit=output_limit)
     await agent.start()
     return agent
 
 
-OpenShell = t.Callable[..., t.Awaitable[AgentShell]]
+OpenShell = t.Callable[..., t.Awaitable[ShellUnderTest]]
 
 
 @pytest.fixture
@@ -98,9 +117,9 @@ def open_shell(
 ) -> t.Iterator[OpenShell]:
     """``await open_shell(shell)``: an agent's shell on a new session (closed after the test;
     the session ends with the server)."""
-    opened: list[AgentShell] = []
+    opened: list[ShellUnderTest] = []
 
-    async def open_(shell: str, output_limit: int = 32768) -> AgentShell:
+    async def open_(shell: str, output_limit: int = 32768) -> ShellUnderTest:
         agent = await open_agent_shell(
             alice, tool_app, make_container, shell, output_limit=output_limit
         )
@@ -549,7 +568,7 @@ async def test_the_containers_own_secret_variables_are_hidden_too(
         assert session.environment["DB_PASSWORD"] == container_secret
         assert session.environment["MY_API_TOKEN"] == SECRET
         redactor = Redactor().for_environment(session.environment)
-        agent = AgentShell(session, redactor=redactor, log=log)
+        agent = agent_shell_of(manager, session, redactor)
         await agent.start()
         result = await agent.run_command('echo "$DB_PASSWORD $SHORT_KEY $MY_API_TOKEN"', 10)
         # Values under 8 characters are too common to hide.
@@ -570,7 +589,7 @@ async def test_the_local_runtime_too(
     assert manager is not None
     session = manager.sessions[model["id"]]
     assert session.environment["MY_API_TOKEN"] == SECRET
-    agent = AgentShell(session, redactor=Redactor().for_environment(session.environment), log=log)
+    agent = agent_shell_of(manager, session, Redactor().for_environment(session.environment))
     await agent.start()
     result = await agent.run_command('cd data && (exit 42); echo "$MY_API_TOKEN"', 10)
     assert (result.exit_code, result.output) == (0, f"{REDACTED}\n")

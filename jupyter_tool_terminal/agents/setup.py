@@ -82,5 +82,5 @@ def make_agents(
         log=log,
     )
     agents = Agents(store=store, tools=tools, bridge=MCPBridge(tools), audit=audit)
-    manager.typing_listeners.append(agents.pacer.person_typed)
+    manager.add_typing_listener(agents.pacer.person_typed)
     return agents

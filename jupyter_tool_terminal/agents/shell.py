@@ -67,7 +67,7 @@ import typing as t
 from ..redaction import Redactor
 
 if t.TYPE_CHECKING:
-    from ..session import ToolTerminal
+    from ..manager import Admission, ScreenText, ToolTerminalManager
 
 #: The private OSC number of the markers (unassigned in the terminals' registries).
 MARKER_OSC = "6973"
@@ -294,48 +294,56 @@ class _Run:
 
 
 class AgentShell:
-    """One agent's hold on one session's shell."""
+    """One agent's hold on one session's shell: a client of the session, admitted and attached
+    by the manager (:meth:`ToolTerminalManager.admit_agent`) like a browser's WebSocket."""
 
     def __init__(
         self,
-        session: ToolTerminal,
+        manager: ToolTerminalManager,
+        admission: Admission,
         *,
         redactor: Redactor,
         output_limit: int = 32768,
         log: logging.Logger,
     ) -> None:
-        self.session = session
+        self._manager = manager
+        self.admission = admission
         self._redactor = redactor
         self._limit = output_limit
         self._log = log
         #: The command in flight, or the last one, which may still be running (it timed out).
         self._run: _Run | None = None
         self._in_flight = False
-        self._listening = False
         #: Characters of output after a command's end still looked at for the prompt's
         #: cursor position query.
         self._prompt_watch = 0
+
+    @property
+    def session_id(self) -> str:
+        """The id of the session it holds."""
+        return self.admission.session_id
+
+    @property
+    def _listening(self) -> bool:
+        return self.admission.attached
 
     async def start(self) -> None:
         """Attach to the session's output. Nothing is typed until the first command: each
         command carries everything it needs, so a reset shell or one the owner replaced (a
         new ``bash``) works as well."""
         self._refuse_if_ended()
-        if not self._listening:
-            self.session.output_listeners.append(self._output)
-            self._listening = True
+        if not self._manager.attach_reader(self.admission, self):
+            self._refuse_if_ended()
 
     def close(self) -> None:
         """Detach (the session goes on); a command being waited for is given up."""
-        if self._listening:
-            self._listening = False
-            if self._output in self.session.output_listeners:
-                self.session.output_listeners.remove(self._output)
+        self._manager.detach_reader(self.admission, self)
         if self._run is not None:
             self._run.terminal_gone()
             self._run = None
 
-    def _output(self, text: str | None) -> None:
+    def output(self, text: str | None) -> None:
+        """The session's output as it arrives (``None``: the session ended)."""
         run = self._run
         if text is None:
             if run is not None:
@@ -364,13 +372,16 @@ class AgentShell:
         """
         if CURSOR_QUERY in text:
             self._prompt_watch = 0
-            if not self.session.owner_attached:
-                self.session.write(CURSOR_AT_START)
+            if not self.admission.owner_attached:
+                self._write(CURSOR_AT_START)
         else:
             self._prompt_watch -= len(text)
 
+    def _write(self, text: str) -> bool:
+        return self._manager.type_input(self.admission, text)
+
     def _refuse_if_ended(self) -> None:
-        if self.session.ended:
+        if self.admission.ended:
             msg = "This terminal has ended; open a new one with open_terminal."
             raise AgentShellError(msg)
 
@@ -408,7 +419,7 @@ class AgentShell:
         run = self._run = _Run(nonce, self._limit)
         self._in_flight = True
         try:
-            if not self.session.write(typed_command(command, nonce)):
+            if not self._write(typed_command(command, nonce)):
                 self._run = None
                 raise self._backlog_error()
             done, _ = await asyncio.wait({run.done}, timeout=timeout)
@@ -459,7 +470,7 @@ class AgentShell:
     def send_keys(self, keys: str) -> None:
         """Type ``keys`` (text, control characters allowed) into the terminal as they are."""
         self._refuse_if_ended()
-        if not self.session.write(keys):
+        if not self._write(keys):
             raise self._backlog_error()
         run = self._run
         if run is not None and not run.done.done() and INTERRUPTS.intersection(keys):
@@ -470,7 +481,7 @@ class AgentShell:
 
     def _backlog_error(self) -> AgentShellError:
         return self._redacted_error(
-            f"The terminal is not taking input: {self.session.input_backlog} bytes typed "
+            f"The terminal is not taking input: {self.admission.input_backlog} bytes typed "
             "earlier still wait for the program in it. Wait, or stop it with send_keys and "
             "Ctrl-C (\\u0003)."
         )
@@ -478,10 +489,12 @@ class AgentShell:
     def read_screen(self) -> dict[str, t.Any]:
         """The visible screen (no scrollback) as the session's screen model has it now:
         ``{"text", "rows", "cols", "cursor": [row, col]}``, redacted, cursor 0-based."""
-        screen = self.session.screen
-        rows, cols = screen.dimensions
-        column, row = screen.cursor
-        text = "\n".join(line.rstrip() for line in screen.display()).rstrip("\n")
+        return self._screen_model(self._manager.screen_text(self.admission))
+
+    def _screen_model(self, screen: ScreenText) -> dict[str, t.Any]:
+        rows, cols = screen.rows, screen.cols
+        row, column = screen.cursor
+        text = "\n".join(line.rstrip() for line in screen.lines).rstrip("\n")
         return {
             "text": self._redactor.redact(text, width=cols),
             "rows": rows,
@@ -493,5 +506,4 @@ class AgentShell:
     async def read_screen_current(self) -> dict[str, t.Any]:
         """:meth:`read_screen` once the screen model has worked off the output it got so far
         (it works behind the output, off the hot path)."""
-        await self.session.screen.snapshot()
-        return self.read_screen()
+        return self._screen_model(await self._manager.screen_caught_up(self.admission))
