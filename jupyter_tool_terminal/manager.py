@@ -29,6 +29,7 @@ from .errors import (
 from .events import AuditLog
 from .protocol import ClientMessage, Stdin
 from .recording import Recorder, RecordingError
+from .redaction import secret_variable_names
 from .runtime import RuntimeUnavailable, ToolRuntime
 from .runtime.base import Instance, ShellChannel, valid_instance_id
 from .screens import ScreenModels
@@ -479,8 +480,12 @@ class ToolTerminalManager(LoggingConfigurable):
             if not instance.running:
                 msg = f"The tool instance is not running (it is {instance.status})."
                 raise NotRunning(msg)
+            withheld: dict[str, str] = {}
+            if agent is not None and not tool.agent_secrets:
+                tool, withheld = self._withhold_secrets(instance, tool)
             session = self._new_session(owner, username, instance, tool)
             session.agent = agent
+            session.withheld = withheld
             if tool.record:
                 await self._start_recording(session)
             if size is not None:
@@ -516,6 +521,19 @@ class ToolTerminalManager(LoggingConfigurable):
         metrics.SESSIONS.labels(instance.runtime).inc()
         metrics.OPEN_SECONDS.labels(instance.runtime).observe(opened_in)
         return session
+
+    def _withhold_secrets(
+        self, instance: Instance, tool: ToolType
+    ) -> tuple[ToolType, dict[str, str]]:
+        """``tool`` with the secret-named variables of its shell emptied (an agent's terminal:
+        what is not in its shell cannot be printed however it is transformed), and the values
+        withheld."""
+        environment = self.runtime.shell_variables(instance, tool)
+        withheld = {name: environment[name] for name in secret_variable_names(environment)}
+        if not withheld:
+            return tool, {}
+        emptied = {**tool.env, **dict.fromkeys(withheld, "")}
+        return dataclasses.replace(tool, env=emptied), withheld
 
     def _new_session(
         self, owner: str, username: str, instance: Instance, tool: ToolType

@@ -64,7 +64,7 @@ import re
 import secrets
 import typing as t
 
-from ..redaction import Redactor
+from ..redaction import Concealer, Redactor
 
 if t.TYPE_CHECKING:
     from ..manager import Admission, ScreenText, ToolTerminalManager
@@ -221,6 +221,8 @@ class _Run:
         #: Output held back: it may be the beginning of a marker, or a CR before its LF.
         self._carry = ""
         self.output = _BoundedText(limit + REDACTION_MARGIN)
+        #: Text the terminal conceals from the person is not given as plain text.
+        self._concealer = Concealer()
         self.done: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
 
     def feed(self, text: str) -> str:
@@ -262,7 +264,7 @@ class _Run:
         return ""
 
     def _add(self, text: str) -> None:
-        self.output.add(text.replace("\r\n", "\n"))
+        self.output.add(self._concealer.feed(text.replace("\r\n", "\n")))
 
     def terminal_gone(self) -> None:
         if not self.done.done():
@@ -276,7 +278,7 @@ class _Run:
             # The command did not end (yet): what is held back is part of its output so far.
             # (Added to a copy: a command that goes on running is still fed.)
             output = output.copy()
-            output.add(self._carry.replace("\r\n", "\n"))
+            output.add(self._concealer.copy().feed(self._carry.replace("\r\n", "\n")))
         limit = self._limit
         if output.complete:
             text = redactor.redact(output.head())
