@@ -13,10 +13,11 @@ from __future__ import annotations
 import asyncio
 import collections
 import json
-import logging
 import typing as t
 
 from mcp import types
+from traitlets import Integer
+from traitlets.config import LoggingConfigurable
 
 from ..errors import NotPermitted, SessionError
 from ..manager import Admission, ToolTerminalManager, valid_session_id
@@ -297,8 +298,32 @@ def _check_arguments(name: str, arguments: t.Mapping[str, t.Any] | None) -> dict
     return given
 
 
-class AgentTools:
-    """Runs agents' tool calls against the owner's sessions (one instance per server)."""
+class AgentTools(LoggingConfigurable):
+    """Runs agents' tool calls against the owner's sessions (one instance per server).
+
+    Configurable as ``c.AgentTools`` (created with ``parent=`` the extension application).
+    """
+
+    output_limit = Integer(
+        32768,
+        min=1024,
+        help="""Characters of a command's output an agent receives from run_command at most
+        (head and tail, with a marker between, when there is more).""",
+    ).tag(config=True)
+
+    max_calls_in_flight = Integer(
+        4,
+        min=1,
+        help="""How many MCP tool calls one agent may have running at once; more are refused
+        (an isError result) until one answers.""",
+    ).tag(config=True)
+
+    max_terminals_per_agent = Integer(
+        4,
+        min=1,
+        help="""How many terminals one agent may have open at once (they also count against
+        the user's `max_sessions_per_user`).""",
+    ).tag(config=True)
 
     def __init__(
         self,
@@ -306,20 +331,15 @@ class AgentTools:
         manager: ToolTerminalManager,
         store: AgentStore,
         redactor: Redactor,
-        output_limit: int,
         audit: AgentAudit,
-        max_calls_in_flight: int,
-        max_terminals_per_agent: int,
-        log: logging.Logger,
+        **settings: t.Any,
     ) -> None:
+        """``settings``: ``parent``, ``log``, ``config`` and any of the traits above."""
+        super().__init__(**settings)
         self.manager = manager
         self.store = store
         self.redactor = redactor
-        self.output_limit = output_limit
         self.audit = audit
-        self.max_calls_in_flight = max_calls_in_flight
-        self.max_terminals_per_agent = max_terminals_per_agent
-        self.log = log
         #: Each agent terminal's shell integration, by session id.
         self.shells: dict[str, AgentShell] = {}
         #: Each agent terminal's redactor (with its environment's secrets), by session id.
