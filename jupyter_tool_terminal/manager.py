@@ -767,6 +767,11 @@ class ToolTerminalManager(LoggingConfigurable):
             return True
         return admission._session.write(text)
 
+    async def foreground_program(self, admission: Admission) -> str | None:
+        """The program holding the admitted session's terminal when it is not the shell
+        (``None``: the shell, or its runtime cannot tell)."""
+        return await admission._session.foreground_program()
+
     def screen_text(self, admission: Admission) -> ScreenText:
         """What the session's terminal shows now, as its screen model has it."""
         screen = admission._session.screen

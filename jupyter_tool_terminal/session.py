@@ -434,6 +434,12 @@ class ToolTerminal:
         if client.size is not None and self.clients:
             self._schedule_resize()
 
+    async def foreground_program(self) -> str | None:
+        """The program holding the terminal's foreground when it is not the shell (``None``:
+        the shell, or the runtime cannot tell)."""
+        channel = self._channel
+        return None if channel is None else await channel.foreground_program()
+
     @property
     def input_backlog(self) -> int:
         """Bytes of input queued for the shell and not yet taken by its terminal."""

@@ -40,9 +40,12 @@ streams as well: memory stays bounded whatever the command prints).
 What breaks it, and what the agent then sees:
 
 - a program other than the shell in the foreground (an interactive startup command, an editor
-  the owner left open), or a shell waiting for the rest of a line the owner left unfinished:
-  the typed lines go there, no marker comes, and ``run_command`` answers ``timed_out`` with a
-  note saying so (``read_screen`` shows what is there; ``send_keys`` with Ctrl-C or the
+  the owner left open, a nested shell): where the runtime can tell which process group holds
+  the terminal (the local runtime, from the PTY), nothing is typed and ``run_command`` is
+  refused naming the program, because a program there would read the command and its nonce
+  and could answer with forged markers; elsewhere (Docker, whose exec gives no PTY to ask), or
+  with a shell waiting for the rest of a line the owner left unfinished, the typed lines go
+  there, no marker comes, and ``run_command`` answers ``timed_out`` with a note saying so (``read_screen`` shows what is there; ``send_keys`` with Ctrl-C or the
   program's own quit key frees the shell);
 - a command that timed out keeps running: the next ``run_command`` waits a moment for it and
   is then refused (nothing is typed into it) until its end marker comes or an interrupt is
@@ -414,6 +417,16 @@ class AgentShell:
             )
             raise AgentShellError(msg)
         await self._wait_for_previous(timeout)
+        holder = await self._manager.foreground_program(self.admission)
+        if holder is not None:
+            # A program there would read the typed command, markers and all, and could answer
+            # with markers of its own: a result the shell never produced.
+            msg = (
+                f"The terminal is held by the program {holder!r}, not by its shell, so nothing "
+                "was typed (the program would read the command). read_screen shows it; stop it "
+                "with send_keys (its quit key, or Ctrl-C \\u0003), or close_terminal."
+            )
+            raise self._redacted_error(msg)
         if may_type is not None and not may_type():
             msg = "Your control ended before the command was typed; nothing was typed."
             raise AgentShellError(msg)
