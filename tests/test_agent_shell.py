@@ -580,18 +580,27 @@ async def test_the_containers_own_secret_variables_are_hidden_too(
         await asyncio.to_thread(container.remove, force=True)
 
 
-@pytest.mark.parametrize("runtime_name", ["local"])
-async def test_the_local_runtime_too(
+async def local_agent_shell(
     alice: Api, tool_app: ToolTerminalApp, make_instance: InstanceFactory
-) -> None:
+) -> tuple[t.Any, dict[str, t.Any], ShellUnderTest]:
+    """A local instance of tool type ``ash``, a session of alice's in it, and an agent's shell
+    on that session (started, redacting the session's secrets)."""
     instance = make_instance(tool="ash")
     model = await alice.open_session(instance.name)
     manager = tool_app.session_manager
     assert manager is not None
     session = manager.sessions[model["id"]]
-    assert session.environment["MY_API_TOKEN"] == SECRET
     agent = agent_shell_of(manager, session, Redactor().for_environment(session.environment))
     await agent.start()
+    return instance, model, agent
+
+
+@pytest.mark.parametrize("runtime_name", ["local"])
+async def test_the_local_runtime_too(
+    alice: Api, tool_app: ToolTerminalApp, make_instance: InstanceFactory
+) -> None:
+    instance, model, agent = await local_agent_shell(alice, tool_app, make_instance)
+    assert agent.session.environment["MY_API_TOKEN"] == SECRET
     result = await agent.run_command('cd data && (exit 42); echo "$MY_API_TOKEN"', 10)
     assert (result.exit_code, result.output) == (0, f"{REDACTED}\n")
     result = await agent.run_command("(exit 42)", 10)
@@ -620,13 +629,8 @@ for line in sys.stdin:
 async def test_a_program_holding_the_terminal_cannot_forge_a_result(
     alice: Api, tool_app: ToolTerminalApp, make_instance: InstanceFactory
 ) -> None:
-    instance = make_instance(tool="ash")
-    model = await alice.open_session(instance.name)
-    manager = tool_app.session_manager
-    assert manager is not None
-    session = manager.sessions[model["id"]]
-    agent = agent_shell_of(manager, session, Redactor())
-    await agent.start()
+    instance, model, agent = await local_agent_shell(alice, tool_app, make_instance)
+    session = agent.session
     (instance.root / "forger.py").write_text(FORGER)
     (instance.root / "data" / "kept").write_text("kept")
     ready = asyncio.get_running_loop().create_future()
