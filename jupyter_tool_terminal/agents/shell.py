@@ -45,8 +45,9 @@ What breaks it, and what the agent then sees:
   refused naming the program, because a program there would read the command and its nonce
   and could answer with forged markers; elsewhere (Docker, whose exec gives no PTY to ask), or
   with a shell waiting for the rest of a line the owner left unfinished, the typed lines go
-  there, no marker comes, and ``run_command`` answers ``timed_out`` with a note saying so (``read_screen`` shows what is there; ``send_keys`` with Ctrl-C or the
-  program's own quit key frees the shell);
+  there, no marker comes, and ``run_command`` answers ``timed_out`` with a note saying so
+  (``read_screen`` shows what is there; ``send_keys`` with Ctrl-C or the program's own quit
+  key frees the shell);
 - a command that timed out keeps running: the next ``run_command`` waits a moment for it and
   is then refused (nothing is typed into it) until its end marker comes or an interrupt is
   typed with ``send_keys``;
