@@ -69,6 +69,18 @@ LAST_ACTIVITY_SETTING = "tool_terminal_last_activity"
 SERVICE_URL_PAGE_CONFIG = "toolTerminalServiceUrl"
 
 
+#: Settings that moved from this app to the object that uses them: old name -> (class, name).
+MOVED_SETTINGS: dict[str, tuple[str, str]] = {
+    "agents_file": ("AgentStore", "path"),
+    "agent_token_lifetime": ("AgentStore", "token_lifetime"),
+    "max_agents_per_user": ("AgentStore", "max_agents_per_user"),
+    "agent_control_max_minutes": ("AgentStore", "control_max_minutes"),
+    "agent_output_limit": ("AgentTools", "output_limit"),
+    "max_agent_calls_in_flight": ("AgentTools", "max_calls_in_flight"),
+    "max_terminals_per_agent": ("AgentTools", "max_terminals_per_agent"),
+}
+
+
 class ToolTerminalApp(ExtensionApp):
     """Terminals inside each Jupyter user's own tool instances (Docker containers, or local
     working directories)."""
@@ -305,50 +317,31 @@ class ToolTerminalApp(ExtensionApp):
         request (403).""",
     ).tag(config=True)
 
-    agent_token_lifetime = Integer(
-        604800,
-        min=60,
-        help="Seconds an agent's token works after it was created (default a week).",
-    ).tag(config=True)
+    agent_token_lifetime = Integer(604800, help="Deprecated: use `AgentStore.token_lifetime`.").tag(
+        config=True
+    )
 
-    max_agents_per_user = Integer(
-        8, min=1, help="How many agents one user may have at once; more are refused (429)."
-    ).tag(config=True)
+    max_agents_per_user = Integer(8, help="Deprecated: use `AgentStore.max_agents_per_user`.").tag(
+        config=True
+    )
 
     agent_control_max_minutes = Integer(
-        60,
-        min=1,
-        help="""The most minutes of control a user can grant an agent at once (a longer grant
-        or request is cut to this).""",
+        60, help="Deprecated: use `AgentStore.control_max_minutes`."
     ).tag(config=True)
 
-    agent_output_limit = Integer(
-        32768,
-        min=1024,
-        help="""Characters of a command's output an agent receives from run_command at most
-        (head and tail, with a marker between, when there is more).""",
-    ).tag(config=True)
+    agent_output_limit = Integer(32768, help="Deprecated: use `AgentTools.output_limit`.").tag(
+        config=True
+    )
 
     max_agent_calls_in_flight = Integer(
-        4,
-        min=1,
-        help="""How many MCP tool calls one agent may have running at once; more are refused
-        (an isError result) until one answers.""",
+        4, help="Deprecated: use `AgentTools.max_calls_in_flight`."
     ).tag(config=True)
 
     max_terminals_per_agent = Integer(
-        4,
-        min=1,
-        help="""How many terminals one agent may have open at once (they also count against
-        the user's `max_sessions_per_user`).""",
+        4, help="Deprecated: use `AgentTools.max_terminals_per_agent`."
     ).tag(config=True)
 
-    agents_file = Unicode(
-        help="""The JSON file agents are kept in, so that they survive a restart (their token
-        digests, owners, expiry and control; never a token). Written atomically, readable only
-        by the server's user (0600). Default: `tool_terminal_agents.json` in the Jupyter data
-        directory. Empty string: agents are kept in memory only.""",
-    ).tag(config=True)
+    agents_file = Unicode(help="Deprecated: use `AgentStore.path`.").tag(config=True)
 
     #: Agents' credentials, tools and MCP endpoint; ``None`` while tool terminals are
     #: unavailable here (agents off still creates them, to say so).
@@ -368,10 +361,6 @@ class ToolTerminalApp(ExtensionApp):
     def _default_recording_dir(self) -> str:
         return os.path.join(jupyter_data_dir(), "tool_terminal_recordings")
 
-    @default("agents_file")
-    def _default_agents_file(self) -> str:
-        return os.path.join(jupyter_data_dir(), "tool_terminal_agents.json")
-
     @default("owner")
     def _default_owner(self) -> str:
         return os.environ.get("JUPYTERHUB_USER") or getpass.getuser()
@@ -382,6 +371,25 @@ class ToolTerminalApp(ExtensionApp):
         if by_identity is None:
             by_identity = type(identity_provider).__module__ != IdentityProvider.__module__
         return user.username if by_identity else self.owner
+
+    def _forward_moved_settings(self) -> None:
+        """Settings that moved to the object that uses them still work by their old names on
+        this app, with a warning (once, at start-up), as jupyter_server does when a setting
+        moves; the new name wins where both are set."""
+        section = self.config.get(type(self).__name__)
+        configured = set(section) if isinstance(section, dict) else set()
+        for old, (owner, new) in MOVED_SETTINGS.items():
+            if old not in configured:
+                continue
+            self.log.warning(
+                "jupyter_tool_terminal: %s.%s is deprecated; set %s.%s instead",
+                type(self).__name__,
+                old,
+                owner,
+                new,
+            )
+            if new not in self.config[owner]:
+                self.config[owner][new] = getattr(self, old)
 
     def _configured_manager_settings(self) -> list[str]:
         """The registry's settings the operator set by their names on this app."""
@@ -468,17 +476,12 @@ class ToolTerminalApp(ExtensionApp):
                 else {}
             ),
         )
+        self._forward_moved_settings()
         self.agents = make_agents(
             manager=self.session_manager,
             redactor=redactor,
-            output_limit=self.agent_output_limit,
-            path=self.agents_file or None,
-            token_lifetime=self.agent_token_lifetime,
-            max_agents_per_user=self.max_agents_per_user,
-            control_max_minutes=self.agent_control_max_minutes,
-            max_calls_in_flight=self.max_agent_calls_in_flight,
-            max_terminals_per_agent=self.max_terminals_per_agent,
             event_logger=getattr(self.serverapp, "event_logger", None),
+            parent=self,
             log=self.log,
         )
         self._prepare_handover()

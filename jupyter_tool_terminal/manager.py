@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
+import dataclasses
 import datetime
 import re
 import time
@@ -29,10 +29,12 @@ from .errors import (
 from .events import AuditLog
 from .protocol import ClientMessage, Stdin
 from .recording import Recorder, RecordingError
+from .redaction import secret_variable_names
 from .runtime import RuntimeUnavailable, ToolRuntime
 from .runtime.base import Instance, ShellChannel, valid_instance_id
 from .screens import ScreenModels
 from .session import TerminalClient, ToolTerminal
+from .slots import ClientKind, ConnectionSlots
 from .tooltypes import ToolType
 
 #: What a request for a new session is told while the server stops.
@@ -65,23 +67,20 @@ def valid_session_id(value: t.Any) -> bool:
     return isinstance(value, str) and SESSION_ID.fullmatch(value) is not None
 
 
-def _release(counts: collections.Counter[str], key: str) -> None:
-    """One connection of ``key`` fewer (a key at 0 is removed: nothing grows per past user)."""
-    counts[key] -= 1
-    if counts[key] <= 0:
-        del counts[key]
-
-
 class Admission:
     """A connection admitted to a session by :meth:`ToolTerminalManager.admit`: its handle on
     the session, through the manager (``attach``, ``receive``, ``detach``)."""
 
-    def __init__(self, session: ToolTerminal, principal: str, observer: bool) -> None:
+    def __init__(
+        self, session: ToolTerminal, principal: str, observer: bool, kind: ClientKind | None = None
+    ) -> None:
         self._session = session
         #: Who connected, as the session knows them (owner label value or observer name).
         self.principal = principal
         #: Whether the connection only watches (the session was shared with its user).
         self.observer = observer
+        #: What kind of client it is (the kind of connection slot it holds).
+        self.kind = kind or (ClientKind.OBSERVER if observer else ClientKind.OWNER)
         #: Whether it is attached (and holds a connection slot).
         self.attached = False
 
@@ -104,6 +103,50 @@ class Admission:
     def ended(self) -> bool:
         """Whether the session has ended."""
         return self._session.ended
+
+    @property
+    def agent_id(self) -> str | None:
+        """The id of the agent that opened the session, for an agent's terminal."""
+        agent = self._session.agent
+        return agent["id"] if agent is not None else None
+
+    @property
+    def owner_attached(self) -> bool:
+        """Whether a client of the owner's (a browser) is attached to the session."""
+        return self._session.owner_attached
+
+    @property
+    def input_backlog(self) -> int:
+        """Bytes of input queued for the shell and not yet taken by its terminal."""
+        return self._session.input_backlog
+
+    @property
+    def environment(self) -> dict[str, str]:
+        """The variables the session's shell starts with, as far as its runtime knows them."""
+        return self._session.environment
+
+    def model(self) -> dict[str, t.Any]:
+        """The session as the REST API shows it."""
+        return self._session.model()
+
+
+class OutputReader(t.Protocol):
+    """An in-server client of a session (an AI agent's shell): it reads the output as text."""
+
+    def output(self, text: str | None) -> None:
+        """A piece of the terminal's output as it arrives; ``None`` once the session ended.
+        It must return quickly: it runs in the session's pump."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ScreenText:
+    """What a terminal shows now: its visible lines (no scrollback), size and cursor."""
+
+    lines: list[str]
+    rows: int
+    cols: int
+    #: (row, column), 0-based; the column is the width while a wrap is pending.
+    cursor: tuple[int, int]
 
 
 class UserDirectory(t.Protocol):
@@ -234,12 +277,8 @@ class ToolTerminalManager(LoggingConfigurable):
         self.tool_types = dict(tool_types)
         #: The sessions' screen models: their emulator and shared memory budget.
         self.screens = screens or ScreenModels()
-        # Open WebSocket connections per user (the owner name they act as).
-        self._clients_by_user: collections.Counter[str] = collections.Counter()
-        # Open connections per session: the owner's, and each observer's (apart, so that
-        # observers can never take the owner's slots).
-        self._owner_clients: collections.Counter[str] = collections.Counter()
-        self._observer_clients: dict[str, collections.Counter[str]] = {}
+        #: The clients attached now, counted against the limits above.
+        self.slots = ConnectionSlots(self)
         self.audit = audit or AuditLog(None, self.log)
         #: (instance, tool type) pairs whose unknown tool type was logged.
         self._unknown_tools_told: set[tuple[str, str]] = set()
@@ -462,8 +501,12 @@ class ToolTerminalManager(LoggingConfigurable):
             if not instance.running:
                 msg = f"The tool instance is not running (it is {instance.status})."
                 raise NotRunning(msg)
+            withheld: dict[str, str] = {}
+            if agent is not None and not tool.agent_secrets:
+                tool, withheld = self._withhold_secrets(instance, tool)
             session = self._new_session(owner, username, instance, tool)
             session.agent = agent
+            session.withheld = withheld
             if tool.record:
                 await self._start_recording(session)
             if size is not None:
@@ -499,6 +542,19 @@ class ToolTerminalManager(LoggingConfigurable):
         metrics.SESSIONS.labels(instance.runtime).inc()
         metrics.OPEN_SECONDS.labels(instance.runtime).observe(opened_in)
         return session
+
+    def _withhold_secrets(
+        self, instance: Instance, tool: ToolType
+    ) -> tuple[ToolType, dict[str, str]]:
+        """``tool`` with the secret-named variables of its shell emptied (an agent's terminal:
+        what is not in its shell cannot be printed however it is transformed), and the values
+        withheld."""
+        environment = self.runtime.shell_variables(instance, tool)
+        withheld = {name: environment[name] for name in secret_variable_names(environment)}
+        if not withheld:
+            return tool, {}
+        emptied = {**tool.env, **dict.fromkeys(withheld, "")}
+        return dataclasses.replace(tool, env=emptied), withheld
 
     def _new_session(
         self, owner: str, username: str, instance: Instance, tool: ToolType
@@ -644,8 +700,9 @@ class ToolTerminalManager(LoggingConfigurable):
         :class:`NotPermitted` unless it owns or observes it, :class:`LimitReached` if it may
         not open another connection to it."""
         session, observer = self.get_viewable(principal, session_id)
-        self._check_client_slot(session, principal, observer)
-        return Admission(session, principal, observer)
+        admission = Admission(session, principal, observer)
+        self.slots.check(session.id, principal, admission.kind)
+        return admission
 
     async def attach(self, admission: Admission, client: TerminalClient) -> bool:
         """Attach ``client`` (upgraded): it gets ``setup``, the screen, then live output;
@@ -654,8 +711,12 @@ class ToolTerminalManager(LoggingConfigurable):
         session = admission._session
         if session.ended:
             return False
-        self._check_client_slot(session, admission.principal, admission.observer)
-        self._client_attached(session, admission.principal, observer=admission.observer)
+        self.slots.check(session.id, admission.principal, admission.kind)
+        self.slots.take(session.id, admission.principal, admission.kind)
+        if admission.kind is ClientKind.OWNER:
+            # A client of the owner connected: the session no longer waits to be closed.
+            # (Observers do not keep a session alive: it belongs to its owner.)
+            self._disarm_timer(session)
         admission.attached = True
         await session.attach(client)
         return True
@@ -669,6 +730,93 @@ class ToolTerminalManager(LoggingConfigurable):
             for listener in self.typing_listeners:
                 listener()
         return session.receive(client, message)
+
+    # -- agents: in-server clients through the same door ---------------------------------------
+
+    def agent_terminals(self, owner: str, agent_id: str) -> list[Admission]:
+        """The open terminals agent ``agent_id`` of ``owner`` opened, oldest first, each as an
+        admission of the agent (not attached)."""
+        return [
+            Admission(session, agent_id, False, ClientKind.AGENT)
+            for session in self.sessions.values()
+            if session.owner == owner
+            and session.agent is not None
+            and session.agent["id"] == agent_id
+            and not session.ended
+        ]
+
+    def admit_agent(self, owner: str, agent_id: str, session_id: t.Any) -> Admission:
+        """Admit agent ``agent_id`` of ``owner`` to ``owner``'s open session ``session_id``:
+        :class:`NotPermitted` for anything else (whether the agent may type, or only read a
+        session shared with it, is the agent tools' rule: ``Admission.agent_id`` says whose
+        terminal it is)."""
+        session = self.sessions.get(session_id) if valid_session_id(session_id) else None
+        if session is None or session.ended or session.owner != owner:
+            msg = "No such session for this user."
+            raise NotPermitted(msg)
+        return Admission(session, agent_id, False, ClientKind.AGENT)
+
+    def attach_reader(self, admission: Admission, reader: OutputReader) -> bool:
+        """Attach an in-server ``reader`` (an agent's shell) admitted by :meth:`admit_agent`:
+        it gets the output live from now on; ``False`` if the session ended meanwhile."""
+        session = admission._session
+        if session.ended:
+            return False
+        if admission.attached:
+            return True
+        self.slots.check(session.id, admission.principal, admission.kind)
+        self.slots.take(session.id, admission.principal, admission.kind)
+        admission.attached = True
+        session.output_listeners.append(reader.output)
+        return True
+
+    def detach_reader(self, admission: Admission, reader: OutputReader) -> None:
+        """The reader is done with the session (which goes on)."""
+        if not admission.attached:
+            return
+        admission.attached = False
+        session = admission._session
+        with contextlib.suppress(ValueError):
+            session.output_listeners.remove(reader.output)
+        self.slots.release(session.id, admission.principal, admission.kind)
+
+    def type_input(self, admission: Admission, text: str) -> bool:
+        """Type ``text`` into the session for an attached agent; ``False`` (nothing typed) if
+        the input the shell has not taken yet is at its limit. An agent's input never counts
+        as a person typing."""
+        if not admission.attached or admission.observer:
+            return True
+        return admission._session.write(text)
+
+    async def foreground_program(self, admission: Admission) -> str | None:
+        """The program holding the admitted session's terminal when it is not the shell
+        (``None``: the shell, or its runtime cannot tell)."""
+        return await admission._session.foreground_program()
+
+    def screen_text(self, admission: Admission) -> ScreenText:
+        """What the session's terminal shows now, as its screen model has it."""
+        screen = admission._session.screen
+        rows, cols = screen.dimensions
+        column, row = screen.cursor
+        return ScreenText(list(screen.display()), rows, cols, (row, column))
+
+    async def screen_caught_up(self, admission: Admission) -> ScreenText:
+        """:meth:`screen_text` once the screen model has worked off the output it got so far
+        (it works behind the output, off the hot path)."""
+        await admission._session.screen.snapshot()
+        return self.screen_text(admission)
+
+    async def close_admitted(self, admission: Admission, reason: str) -> None:
+        """End the admitted session and kill its processes."""
+        await self.close_session(admission._session, reason)
+
+    def add_ended_listener(self, listener: t.Callable[[str], None]) -> None:
+        """Call ``listener`` with the id of every session that ends."""
+        self.ended_listeners.append(lambda session: listener(session.id))
+
+    def add_typing_listener(self, listener: t.Callable[[], None]) -> None:
+        """Call ``listener`` whenever a person types into a terminal that is not an agent's."""
+        self.typing_listeners.append(listener)
 
     def still_admits(self, admission: Admission, principal: str | None) -> bool:
         """Whether ``principal`` (who the connection's credentials name now) may still hold
@@ -687,67 +835,12 @@ class ToolTerminalManager(LoggingConfigurable):
         admission.attached = False
         session = admission._session
         session.detach(client)
-        self._client_detached(
-            session,
-            admission.principal,
-            observer=admission.observer,
-            grace=0 if revoked and not admission.observer else None,
-        )
+        self.slots.release(session.id, admission.principal, admission.kind)
+        self._client_detached(session, grace=0 if revoked and not admission.observer else None)
 
-    def _check_client_slot(self, session: ToolTerminal, user: str, observer: bool = False) -> None:
-        """Raise :class:`LimitReached` if ``user`` may not open another connection to
-        ``session`` (checked before the upgrade, and again when it attaches). The owner's
-        connections and observers' are bounded apart: watching never takes the owner's slots,
-        so that the owner can always come back (a reload)."""
-        if observer:
-            watching = self._observer_clients.get(session.id, collections.Counter())
-            if watching.total() >= self.max_observer_clients_per_session:
-                msg = (
-                    f"This terminal already has {self.max_observer_clients_per_session} "
-                    "watching connections; try again later."
-                )
-                raise LimitReached(msg)
-            if watching[user] >= self.max_clients_per_observer:
-                msg = (
-                    f"You are already watching this terminal in {self.max_clients_per_observer} "
-                    "connections; close one first."
-                )
-                raise LimitReached(msg)
-        elif self._owner_clients[session.id] >= self.max_clients_per_session:
-            msg = (
-                f"This terminal already has {self.max_clients_per_session} connections; "
-                "close one first."
-            )
-            raise LimitReached(msg)
-        if self._clients_by_user[user] >= self.max_clients_per_user:
-            msg = (
-                f"You have {self.max_clients_per_user} terminal connections open; close one first."
-            )
-            raise LimitReached(msg)
-
-    def _client_attached(self, session: ToolTerminal, user: str, observer: bool = False) -> None:
-        """A client of ``user`` connected (its slot checked): the session no longer waits to
-        be closed. Observers do not keep a session alive: it belongs to its owner."""
-        self._clients_by_user[user] += 1
-        if observer:
-            self._observer_clients.setdefault(session.id, collections.Counter())[user] += 1
-        else:
-            self._owner_clients[session.id] += 1
-            self._disarm_timer(session)
-
-    def _client_detached(
-        self, session: ToolTerminal, user: str, observer: bool = False, grace: float | None = None
-    ) -> None:
+    def _client_detached(self, session: ToolTerminal, grace: float | None = None) -> None:
         """A client disconnected: the owner's last one leaving ends the session (after the
         grace, ``disconnect_grace`` unless given), whether or not observers still watch."""
-        _release(self._clients_by_user, user)
-        if observer:
-            watching = self._observer_clients.get(session.id, collections.Counter())
-            _release(watching, user)
-            if not watching:
-                self._observer_clients.pop(session.id, None)
-        else:
-            _release(self._owner_clients, session.id)
         # An agent's terminal stays open when its owner stops watching it.
         if (
             not session.owner_attached

@@ -30,6 +30,8 @@ import typing as t
 
 #: What replaces a secret.
 REDACTED = "[REDACTED]"
+#: What replaces text the terminal conceals from the person (SGR 8), once per run of it.
+CONCEALED = "[concealed]"
 
 #: Built-in secret formats: (keywords, pattern). A pattern is matched only on the lines where
 #: one of its keywords occurs (in any case): each of its matches contains one, and plain string
@@ -73,6 +75,8 @@ BUILTIN_FORMATS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("eyj",), r"\beyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}"),
     # Private key headers (the lines after them, up to the END line, are hidden as well).
     (("private key",), r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
+    # Credentials in URLs (scheme://user:password@host): the password.
+    (("://",), r"(?P<keep>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/?#@]*:)[^\s/?#@]+(?=@)"),
     # "Authorization: Bearer ...", tokens in URLs.
     (("bearer",), r"(?i)(?P<keep>\bbearer[ \t]+)[A-Za-z0-9._~+/=-]{8,}"),
     (
@@ -143,6 +147,74 @@ def secret_environment_values(environment: t.Mapping[str, str]) -> list[str]:
             and any(part in name.upper() for part in SECRET_NAME_PARTS)
         }
     )
+
+
+def secret_variable_names(environment: t.Mapping[str, str]) -> list[str]:
+    """The names in ``environment`` that contain TOKEN, SECRET, PASSWORD, PASSWD, KEY or
+    CREDENTIAL (in any case), whatever their values."""
+    return sorted(name for name in environment if any(p in name.upper() for p in SECRET_NAME_PARTS))
+
+
+_SGR = re.compile(r"\x1b\[([0-9;:]*)m")
+#: SGR parameters that take more parameters after them (extended colours): 38;5;N, 38;2;R;G;B.
+_EXTENDED_COLOUR = frozenset({"38", "48", "58"})
+
+
+class Concealer:
+    """Gives terminal output as the person sees it in one respect: text drawn concealed (SGR 8,
+    "hidden") is not passed on but replaced by :data:`CONCEALED`, once per run (and line).
+    Fed piece by piece; escape sequences pass through unchanged."""
+
+    def __init__(self) -> None:
+        self.concealed = False
+        self._marked = False
+
+    def copy(self) -> Concealer:
+        copied = Concealer()
+        copied.concealed, copied._marked = self.concealed, self._marked
+        return copied
+
+    def feed(self, text: str) -> str:
+        """``text`` with what is concealed replaced."""
+        if not self.concealed and "\x1b[" not in text:
+            return text
+        out: list[str] = []
+        position = 0
+        for match in _SGR.finditer(text):
+            out.append(self._plain(text[position : match.start()]))
+            out.append(match.group(0))
+            self._apply(match.group(1))
+            position = match.end()
+        out.append(self._plain(text[position:]))
+        return "".join(out)
+
+    def _plain(self, text: str) -> str:
+        if not self.concealed or not text:
+            return text
+        out: list[str] = []
+        for line in re.split(r"(\n)", text):
+            if line == "\n":
+                out.append(line)
+                self._marked = False
+            elif line and not self._marked:
+                out.append(CONCEALED)
+                self._marked = True
+        return "".join(out)
+
+    def _apply(self, parameters: str) -> None:
+        values = parameters.split(";") if parameters else ["0"]
+        index = 0
+        while index < len(values):
+            value = values[index] or "0"
+            if value in _EXTENDED_COLOUR and index + 1 < len(values):
+                index += 3 if values[index + 1] == "5" else 5 if values[index + 1] == "2" else 1
+                continue
+            if value == "8":
+                if not self.concealed:
+                    self.concealed, self._marked = True, False
+            elif value in ("0", "28"):
+                self.concealed = False
+            index += 1
 
 
 class Redactor:

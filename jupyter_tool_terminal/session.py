@@ -158,6 +158,9 @@ class ToolTerminal:
         self._pump_reading = False
         #: In-server readers of the output (an AI agent's shell), beside the clients.
         self.output_listeners: list[OutputListener] = []
+        #: Variables emptied in the shell (an agent's terminal gets no secret values), with
+        #: their real values: still secrets to redact wherever they show up.
+        self.withheld: dict[str, str] = {}
 
     # -- model --------------------------------------------------------------------------------
 
@@ -183,8 +186,8 @@ class ToolTerminal:
     def environment(self) -> dict[str, str]:
         """The variables the session's shell starts with, as far as its runtime knows them
         (the instance's own and the tool type's ``env``): what redaction treats as the shell's
-        secrets, for its recording and for AI agents alike."""
-        return self._runtime.shell_variables(self.instance, self.tool)
+        secrets, for its recording and for AI agents alike; withheld ones with their values)."""
+        return {**self._runtime.shell_variables(self.instance, self.tool), **self.withheld}
 
     async def working_directory(self) -> str | None:
         """The shell's current working directory, or ``None`` if it cannot be known (no
@@ -438,6 +441,12 @@ class ToolTerminal:
             self.clients.remove(client)
         if client.size is not None and self.clients:
             self._schedule_resize()
+
+    async def foreground_program(self) -> str | None:
+        """The program holding the terminal's foreground when it is not the shell (``None``:
+        the shell, or the runtime cannot tell)."""
+        channel = self._channel
+        return None if channel is None else await channel.foreground_program()
 
     @property
     def input_backlog(self) -> int:

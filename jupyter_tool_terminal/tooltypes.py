@@ -18,6 +18,7 @@ TOOL_TYPE_KEYS: dict[str, str] = {
     "icon": "an SVG document as a string",
     "cleanup": '"session" or "instance"',
     "record": "true or false",
+    "agent_secrets": "true or false",
 }
 
 #: What a session's end kills: its own processes (found by tag, terminal session and parent),
@@ -55,6 +56,9 @@ class ToolType:
     cleanup: str = "session"
     #: Whether each session is recorded (asciicast v2, redacted) in the recording directory.
     record: bool = False
+    #: Whether an AI agent's terminal gets the values of secret-named variables (the
+    #: instance's own and ``env``'s); by default they are emptied in an agent's shell.
+    agent_secrets: bool = False
 
     @property
     def shell_names(self) -> str:
@@ -151,10 +155,17 @@ def parse_tool_type(name: t.Any, spec: t.Any) -> ToolType:
     record = spec.get("record", False)
     if not isinstance(record, bool):
         _fail(name, f"'record' must be {TOOL_TYPE_KEYS['record']}, not {record!r}")
+    agent_secrets = spec.get("agent_secrets", False)
+    if not isinstance(agent_secrets, bool):
+        _fail(
+            name,
+            f"'agent_secrets' must be {TOOL_TYPE_KEYS['agent_secrets']}, not {agent_secrets!r}",
+        )
 
     return ToolType(
         name=name,
         record=record,
+        agent_secrets=agent_secrets,
         display_name=_optional_string(name, spec, "display_name") or name,
         shell=tuple(shell),
         shells=tuple(shells) if len(shells) > 1 else (),

@@ -142,3 +142,61 @@ async def test_while_a_person_types_requests_go_in_at_the_persons_floor_then_at_
         assert pacer.held == 4
     finally:
         pacer.close()
+
+
+async def test_users_are_served_in_turn_whatever_one_of_them_queued() -> None:
+    """One user's queue delays another user's request by one turn at the most."""
+    pacer = AgentPacer(lag_limit=1.0, person_window=60, person_floor_interval=0.02)
+    await pacer.admit()
+    admitted: list[str] = []
+
+    async def request(user: str) -> None:
+        await pacer.admit(user)
+        admitted.append(user)
+
+    try:
+        pacer.person_typed()
+        floods = [asyncio.create_task(request("alice")) for _ in range(10)]
+        await asyncio.sleep(0)
+        bobs = asyncio.create_task(request("bob"))
+        await asyncio.wait_for(bobs, 5)
+        assert admitted.count("alice") <= 1, admitted
+        await asyncio.wait_for(asyncio.gather(*floods), 5)
+    finally:
+        pacer.close()
+
+
+async def test_what_waits_is_bounded_per_agent_per_user_and_in_bytes() -> None:
+    pacer = AgentPacer(
+        max_waiting_per_agent=2, max_waiting_per_user=3, max_waiting_bytes_per_user=1 << 20
+    )
+    first, second = pacer.reserve("alice", "a1", 10), pacer.reserve("alice", "a1", 10)
+    assert not isinstance(first, str)
+    assert not isinstance(second, str)
+    assert "This agent" in str(pacer.reserve("alice", "a1", 10))
+    third = pacer.reserve("alice", "a2", 10)
+    assert not isinstance(third, str)
+    assert "Your user's agents" in str(pacer.reserve("alice", "a3", 10))
+    # Another user is not counted against her bounds.
+    assert not isinstance(pacer.reserve("bob", "b1", 10), str)
+    first.release()
+    first.release()  # (harmless)
+    assert not isinstance(pacer.reserve("alice", "a3", 10), str)
+    # Bytes: a user's waiting bodies are bounded too.
+    assert "Your user's agents" in str(pacer.reserve("carol", "c1", (1 << 20) + 1))
+
+
+async def test_a_request_that_goes_away_leaves_the_queue() -> None:
+    pacer = AgentPacer(lag_limit=1.0, person_window=60, person_floor_interval=60)
+    await pacer.admit()
+    try:
+        pacer.person_typed()
+        waiting = [asyncio.create_task(pacer.admit("alice")) for _ in range(3)]
+        await asyncio.sleep(0)
+        assert pacer.waiting == 3
+        for task in waiting:
+            task.cancel()
+        await asyncio.gather(*waiting, return_exceptions=True)
+        assert pacer.waiting == 0
+    finally:
+        pacer.close()

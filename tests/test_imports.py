@@ -43,7 +43,12 @@ def test_no_module_imports_itself_back() -> None:
 
 
 def test_the_runtimes_import_nothing_above_them() -> None:
-    allowed = {"jupyter_tool_terminal.metrics", "jupyter_tool_terminal.tooltypes"}
+    # (errors.py imports nothing: a runtime's refusal, a file transfer's, carries its status)
+    allowed = {
+        "jupyter_tool_terminal.metrics",
+        "jupyter_tool_terminal.tooltypes",
+        "jupyter_tool_terminal.errors",
+    }
     for name, imported in imports_within_the_package().items():
         if name.startswith("jupyter_tool_terminal.runtime"):
             above = {m for m in imported if not m.startswith("jupyter_tool_terminal.runtime")}

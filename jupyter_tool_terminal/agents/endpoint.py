@@ -35,7 +35,7 @@ from .tools import TOOLS, AgentTools
 if t.TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
 
-    from .pacing import AgentPacer
+    from .pacing import AgentPacer, Place
 from .store import Agent, AgentStore
 
 #: Largest request body accepted (bytes); a larger one is read to its end and dropped, then
@@ -203,6 +203,8 @@ class MCPHandler(ExtensionHandlerMixin, web.RequestHandler):
         self._body: list[bytes] = []
         self._body_size = 0
         self.agent: Agent | None = None
+        #: The request's place among agents' waiting requests, until it is let in.
+        self._place: Place | None = None
 
     @property
     def tool_app(self) -> MCPExtension:
@@ -228,6 +230,8 @@ class MCPHandler(ExtensionHandlerMixin, web.RequestHandler):
         self.set_status(status)
         if status == 401:
             self.set_header("WWW-Authenticate", 'Bearer realm="jupyter-tool-terminal"')
+        if status == 429:
+            self.set_header("Retry-After", "1")
         error = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
         self.finish(json.dumps(error))
 
@@ -239,7 +243,8 @@ class MCPHandler(ExtensionHandlerMixin, web.RequestHandler):
         return bool(parsed.netloc) and parsed.netloc.lower() == self.request.host.lower()
 
     async def prepare(self) -> None:
-        """Refuse before the body is read: agents off, a foreign Origin, no agent token."""
+        """Refuse before the body is read: agents off, a foreign Origin, no agent token, too
+        many requests of the agent's or its user's waiting already (429)."""
         app = self.tool_app
         agents = app.agents
         if not app.agents_enabled or agents is None:
@@ -268,8 +273,23 @@ class MCPHandler(ExtensionHandlerMixin, web.RequestHandler):
             return
         self.agent = agent
         length = self.request.headers.get("Content-Length")
-        if length is not None and length.isdigit() and int(length) > MAX_BODY:
-            self._body_size = int(length)
+        declared = int(length) if length is not None and length.isdigit() else MAX_BODY
+        if declared > MAX_BODY:
+            self._body_size = declared
+        place = agents.pacer.reserve(agent.owner, agent.id, min(declared, MAX_BODY))
+        if isinstance(place, str):
+            self.refuse(429, place)
+            return
+        self._place = place
+
+    def _release_place(self) -> None:
+        if self._place is not None:
+            self._place.release()
+            self._place = None
+
+    def on_finish(self) -> None:
+        """The request is answered: its place (if it still held one) is free."""
+        self._release_place()
 
     def data_received(self, chunk: bytes) -> None:
         """Keep at most :data:`MAX_BODY` bytes; count (and drop) the rest."""
@@ -280,8 +300,10 @@ class MCPHandler(ExtensionHandlerMixin, web.RequestHandler):
             self._body.clear()
 
     def on_connection_close(self) -> None:
-        """The client went away: the SDK's request sees a disconnect."""
+        """The client went away: a waiting request leaves the queue, the SDK's request sees a
+        disconnect."""
         self.disconnected.set()
+        self._release_place()
 
     async def _serve(self) -> None:
         if self._body_size > MAX_BODY:
@@ -295,8 +317,26 @@ class MCPHandler(ExtensionHandlerMixin, web.RequestHandler):
         if agents is None or self.agent is None:
             self.refuse(403, "Tool terminals are not available on this server.")
             return
-        await agents.pacer.admit()
-        await agents.bridge.handle(self, self.agent, b"".join(self._body))
+        if not await self._wait_for_turn(agents.pacer, self.agent):
+            return
+        body = b"".join(self._body)
+        self._body.clear()
+        await agents.bridge.handle(self, self.agent, body)
+
+    async def _wait_for_turn(self, pacer: AgentPacer, agent: Agent) -> bool:
+        """Wait in the pacer's queue until let in (True), or until the client goes away (False:
+        the request leaves the queue unserved)."""
+        turn = asyncio.ensure_future(pacer.admit(agent.owner))
+        gone = asyncio.ensure_future(self.disconnected.wait())
+        try:
+            await asyncio.wait({turn, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in (turn, gone):
+                waiter.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await turn
+        self._release_place()
+        return turn.done() and not turn.cancelled() and not self.disconnected.is_set()
 
     async def post(self) -> None:
         """A JSON-RPC message (request, notification or response) from the agent."""

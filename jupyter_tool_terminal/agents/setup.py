@@ -16,6 +16,7 @@ from .tools import AGENT_REVOKED, AgentTools
 
 if t.TYPE_CHECKING:
     from jupyter_events import EventLogger
+    from traitlets.config import Configurable
 
 
 @dataclasses.dataclass
@@ -52,35 +53,17 @@ def make_agents(
     *,
     manager: ToolTerminalManager,
     redactor: Redactor,
-    output_limit: int,
-    path: str | None,
-    token_lifetime: float,
-    max_agents_per_user: int,
-    control_max_minutes: int,
-    max_calls_in_flight: int,
-    max_terminals_per_agent: int,
     event_logger: EventLogger | None,
+    parent: Configurable,
     log: logging.Logger,
 ) -> Agents:
-    """The agents of a server whose sessions ``manager`` holds."""
-    store = AgentStore(
-        path=path,
-        token_lifetime=token_lifetime,
-        max_agents_per_user=max_agents_per_user,
-        control_max_minutes=control_max_minutes,
-        log=log,
-    )
+    """The agents of a server whose sessions ``manager`` holds; their store and tools are
+    configured as ``c.AgentStore`` and ``c.AgentTools`` (``parent``: the extension app)."""
+    store = AgentStore(parent=parent, log=log)
     audit = AgentAudit(event_logger, log)
     tools = AgentTools(
-        manager=manager,
-        store=store,
-        redactor=redactor,
-        output_limit=output_limit,
-        audit=audit,
-        max_calls_in_flight=max_calls_in_flight,
-        max_terminals_per_agent=max_terminals_per_agent,
-        log=log,
+        manager=manager, store=store, redactor=redactor, audit=audit, parent=parent, log=log
     )
     agents = Agents(store=store, tools=tools, bridge=MCPBridge(tools), audit=audit)
-    manager.typing_listeners.append(agents.pacer.person_typed)
+    manager.add_typing_listener(agents.pacer.person_typed)
     return agents

@@ -40,10 +40,14 @@ streams as well: memory stays bounded whatever the command prints).
 What breaks it, and what the agent then sees:
 
 - a program other than the shell in the foreground (an interactive startup command, an editor
-  the owner left open), or a shell waiting for the rest of a line the owner left unfinished:
-  the typed lines go there, no marker comes, and ``run_command`` answers ``timed_out`` with a
-  note saying so (``read_screen`` shows what is there; ``send_keys`` with Ctrl-C or the
-  program's own quit key frees the shell);
+  the owner left open, a nested shell): where the runtime can tell which process group holds
+  the terminal (the local runtime, from the PTY), nothing is typed and ``run_command`` is
+  refused naming the program, because a program there would read the command and its nonce
+  and could answer with forged markers; elsewhere (Docker, whose exec gives no PTY to ask), or
+  with a shell waiting for the rest of a line the owner left unfinished, the typed lines go
+  there, no marker comes, and ``run_command`` answers ``timed_out`` with a note saying so
+  (``read_screen`` shows what is there; ``send_keys`` with Ctrl-C or the program's own quit
+  key frees the shell);
 - a command that timed out keeps running: the next ``run_command`` waits a moment for it and
   is then refused (nothing is typed into it) until its end marker comes or an interrupt is
   typed with ``send_keys``;
@@ -64,10 +68,10 @@ import re
 import secrets
 import typing as t
 
-from ..redaction import Redactor
+from ..redaction import Concealer, Redactor
 
 if t.TYPE_CHECKING:
-    from ..session import ToolTerminal
+    from ..manager import Admission, ScreenText, ToolTerminalManager
 
 #: The private OSC number of the markers (unassigned in the terminals' registries).
 MARKER_OSC = "6973"
@@ -221,6 +225,8 @@ class _Run:
         #: Output held back: it may be the beginning of a marker, or a CR before its LF.
         self._carry = ""
         self.output = _BoundedText(limit + REDACTION_MARGIN)
+        #: Text the terminal conceals from the person is not given as plain text.
+        self._concealer = Concealer()
         self.done: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
 
     def feed(self, text: str) -> str:
@@ -262,7 +268,7 @@ class _Run:
         return ""
 
     def _add(self, text: str) -> None:
-        self.output.add(text.replace("\r\n", "\n"))
+        self.output.add(self._concealer.feed(text.replace("\r\n", "\n")))
 
     def terminal_gone(self) -> None:
         if not self.done.done():
@@ -276,7 +282,7 @@ class _Run:
             # The command did not end (yet): what is held back is part of its output so far.
             # (Added to a copy: a command that goes on running is still fed.)
             output = output.copy()
-            output.add(self._carry.replace("\r\n", "\n"))
+            output.add(self._concealer.copy().feed(self._carry.replace("\r\n", "\n")))
         limit = self._limit
         if output.complete:
             text = redactor.redact(output.head())
@@ -294,48 +300,56 @@ class _Run:
 
 
 class AgentShell:
-    """One agent's hold on one session's shell."""
+    """One agent's hold on one session's shell: a client of the session, admitted and attached
+    by the manager (:meth:`ToolTerminalManager.admit_agent`) like a browser's WebSocket."""
 
     def __init__(
         self,
-        session: ToolTerminal,
+        manager: ToolTerminalManager,
+        admission: Admission,
         *,
         redactor: Redactor,
         output_limit: int = 32768,
         log: logging.Logger,
     ) -> None:
-        self.session = session
+        self._manager = manager
+        self.admission = admission
         self._redactor = redactor
         self._limit = output_limit
         self._log = log
         #: The command in flight, or the last one, which may still be running (it timed out).
         self._run: _Run | None = None
         self._in_flight = False
-        self._listening = False
         #: Characters of output after a command's end still looked at for the prompt's
         #: cursor position query.
         self._prompt_watch = 0
+
+    @property
+    def session_id(self) -> str:
+        """The id of the session it holds."""
+        return self.admission.session_id
+
+    @property
+    def _listening(self) -> bool:
+        return self.admission.attached
 
     async def start(self) -> None:
         """Attach to the session's output. Nothing is typed until the first command: each
         command carries everything it needs, so a reset shell or one the owner replaced (a
         new ``bash``) works as well."""
         self._refuse_if_ended()
-        if not self._listening:
-            self.session.output_listeners.append(self._output)
-            self._listening = True
+        if not self._manager.attach_reader(self.admission, self):
+            self._refuse_if_ended()
 
     def close(self) -> None:
         """Detach (the session goes on); a command being waited for is given up."""
-        if self._listening:
-            self._listening = False
-            if self._output in self.session.output_listeners:
-                self.session.output_listeners.remove(self._output)
+        self._manager.detach_reader(self.admission, self)
         if self._run is not None:
             self._run.terminal_gone()
             self._run = None
 
-    def _output(self, text: str | None) -> None:
+    def output(self, text: str | None) -> None:
+        """The session's output as it arrives (``None``: the session ended)."""
         run = self._run
         if text is None:
             if run is not None:
@@ -364,22 +378,28 @@ class AgentShell:
         """
         if CURSOR_QUERY in text:
             self._prompt_watch = 0
-            if not self.session.owner_attached:
-                self.session.write(CURSOR_AT_START)
+            if not self.admission.owner_attached:
+                self._write(CURSOR_AT_START)
         else:
             self._prompt_watch -= len(text)
 
+    def _write(self, text: str) -> bool:
+        return self._manager.type_input(self.admission, text)
+
     def _refuse_if_ended(self) -> None:
-        if self.session.ended:
+        if self.admission.ended:
             msg = "This terminal has ended; open a new one with open_terminal."
             raise AgentShellError(msg)
 
     def _redacted_error(self, message: str) -> AgentShellError:
         return AgentShellError(self._redactor.redact(message))
 
-    async def run_command(self, command: str, timeout: float) -> CommandResult:
+    async def run_command(
+        self, command: str, timeout: float, may_type: t.Callable[[], bool] | None = None
+    ) -> CommandResult:
         """Type ``command`` into the shell and wait (at most ``timeout`` seconds) until the
-        shell is back at its prompt; its exit code and what it printed."""
+        shell is back at its prompt; its exit code and what it printed. ``may_type`` is asked
+        right before typing (after any wait): false, nothing is typed (:class:`AgentShellError`)."""
         self._refuse_if_ended()
         if not self._listening:
             msg = "This terminal is not attached for commands (AgentShell.start was not called)."
@@ -398,11 +418,24 @@ class AgentShell:
             )
             raise AgentShellError(msg)
         await self._wait_for_previous(timeout)
+        holder = await self._manager.foreground_program(self.admission)
+        if holder is not None:
+            # A program there would read the typed command, markers and all, and could answer
+            # with markers of its own: a result the shell never produced.
+            msg = (
+                f"The terminal is held by the program {holder!r}, not by its shell, so nothing "
+                "was typed (the program would read the command). read_screen shows it; stop it "
+                "with send_keys (its quit key, or Ctrl-C \\u0003), or close_terminal."
+            )
+            raise self._redacted_error(msg)
+        if may_type is not None and not may_type():
+            msg = "Your control ended before the command was typed; nothing was typed."
+            raise AgentShellError(msg)
         nonce = secrets.token_hex(8)
         run = self._run = _Run(nonce, self._limit)
         self._in_flight = True
         try:
-            if not self.session.write(typed_command(command, nonce)):
+            if not self._write(typed_command(command, nonce)):
                 self._run = None
                 raise self._backlog_error()
             done, _ = await asyncio.wait({run.done}, timeout=timeout)
@@ -453,7 +486,7 @@ class AgentShell:
     def send_keys(self, keys: str) -> None:
         """Type ``keys`` (text, control characters allowed) into the terminal as they are."""
         self._refuse_if_ended()
-        if not self.session.write(keys):
+        if not self._write(keys):
             raise self._backlog_error()
         run = self._run
         if run is not None and not run.done.done() and INTERRUPTS.intersection(keys):
@@ -464,7 +497,7 @@ class AgentShell:
 
     def _backlog_error(self) -> AgentShellError:
         return self._redacted_error(
-            f"The terminal is not taking input: {self.session.input_backlog} bytes typed "
+            f"The terminal is not taking input: {self.admission.input_backlog} bytes typed "
             "earlier still wait for the program in it. Wait, or stop it with send_keys and "
             "Ctrl-C (\\u0003)."
         )
@@ -472,10 +505,12 @@ class AgentShell:
     def read_screen(self) -> dict[str, t.Any]:
         """The visible screen (no scrollback) as the session's screen model has it now:
         ``{"text", "rows", "cols", "cursor": [row, col]}``, redacted, cursor 0-based."""
-        screen = self.session.screen
-        rows, cols = screen.dimensions
-        column, row = screen.cursor
-        text = "\n".join(line.rstrip() for line in screen.display()).rstrip("\n")
+        return self._screen_model(self._manager.screen_text(self.admission))
+
+    def _screen_model(self, screen: ScreenText) -> dict[str, t.Any]:
+        rows, cols = screen.rows, screen.cols
+        row, column = screen.cursor
+        text = "\n".join(line.rstrip() for line in screen.lines).rstrip("\n")
         return {
             "text": self._redactor.redact(text, width=cols),
             "rows": rows,
@@ -487,5 +522,4 @@ class AgentShell:
     async def read_screen_current(self) -> dict[str, t.Any]:
         """:meth:`read_screen` once the screen model has worked off the output it got so far
         (it works behind the output, off the hot path)."""
-        await self.session.screen.snapshot()
-        return self.read_screen()
+        return self._screen_model(await self._manager.screen_caught_up(self.admission))

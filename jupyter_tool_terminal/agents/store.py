@@ -16,12 +16,15 @@ import datetime
 import hashlib
 import hmac
 import json
-import logging
 import os
 import re
 import secrets
 import tempfile
 import typing as t
+
+from jupyter_core.paths import jupyter_data_dir
+from traitlets import Integer, Unicode, default
+from traitlets.config import LoggingConfigurable
 
 from ..errors import Refusal
 
@@ -170,23 +173,47 @@ class Agent:
         )
 
 
-class AgentStore:
-    """Every owner's agents, kept in ``path`` (``None``: in memory only, for tests)."""
+class AgentStore(LoggingConfigurable):
+    """Every owner's agents, kept in ``path`` (``None`` or empty: in memory only).
 
-    def __init__(
-        self,
-        *,
-        path: str | None,
-        token_lifetime: float,
-        max_agents_per_user: int,
-        control_max_minutes: int,
-        log: logging.Logger,
-    ) -> None:
-        self.path = path
-        self.token_lifetime = token_lifetime
-        self.max_agents_per_user = max_agents_per_user
-        self.control_max_minutes = control_max_minutes
-        self.log = log
+    Configurable as ``c.AgentStore`` (created with ``parent=`` the extension application).
+    """
+
+    path = Unicode(
+        None,
+        allow_none=True,
+        help="""The JSON file agents are kept in, so that they survive a restart (their token
+        digests, owners, expiry and control; never a token). Written atomically, readable only
+        by the server's user (0600). Default: `tool_terminal_agents.json` in the Jupyter data
+        directory. Empty string: agents are kept in memory only.""",
+    ).tag(config=True)
+
+    token_lifetime = Integer(
+        604800,
+        min=60,
+        help="Seconds an agent's token works after it was created (default a week).",
+    ).tag(config=True)
+
+    max_agents_per_user = Integer(
+        8, min=1, help="How many agents one user may have at once; more are refused (429)."
+    ).tag(config=True)
+
+    control_max_minutes = Integer(
+        60,
+        min=1,
+        help="""The most minutes of control a user can grant an agent at once (a longer grant
+        or request is cut to this).""",
+    ).tag(config=True)
+
+    @default("path")
+    def _default_path(self) -> str:
+        return os.path.join(jupyter_data_dir(), "tool_terminal_agents.json")
+
+    def __init__(self, **settings: t.Any) -> None:
+        """``settings``: ``parent``, ``log``, ``config`` and any of the traits above."""
+        super().__init__(**settings)
+        if not self.path:
+            self.path = None
         self.agents: dict[str, Agent] = {}
         self._load()
 
@@ -292,6 +319,11 @@ class AgentStore:
         if agent.expired:
             return None
         return agent
+
+    def holds(self, agent: Agent) -> bool:
+        """Whether ``agent`` is still one of the store's live agents (not revoked, not expired):
+        a call authenticated earlier acts only while this holds."""
+        return self.agents.get(agent.id) is agent and not agent.expired
 
     def of(self, owner: str) -> list[Agent]:
         """``owner``'s agents whose token still works, oldest first."""

@@ -13,13 +13,14 @@ from __future__ import annotations
 import asyncio
 import collections
 import json
-import logging
 import typing as t
 
 from mcp import types
+from traitlets import Integer
+from traitlets.config import LoggingConfigurable
 
-from ..errors import SessionError
-from ..manager import ToolTerminalManager, valid_session_id
+from ..errors import NotPermitted, SessionError
+from ..manager import Admission, ToolTerminalManager, valid_session_id
 from ..redaction import Redactor
 from ..runtime.base import valid_instance_id
 from .audit import AgentAudit
@@ -27,7 +28,6 @@ from .shell import AgentShell, AgentShellError
 from .store import AgentError, AgentStore, isoformat
 
 if t.TYPE_CHECKING:
-    from ..session import ToolTerminal
     from .store import Agent
 
 #: Longest ``command`` or ``keys`` an agent may send (characters).
@@ -55,6 +55,15 @@ NOT_FOUND = "not_found"
 SHELL_REFUSED = "shell_refused"
 #: The tool ran and failed (counted as ``error``, not ``refused``).
 FAILED = "failed"
+#: The agent was revoked, or its token expired, after the call was sent.
+REVOKED = "revoked"
+
+#: What an agent is told when it lost its power to act while its call waited or ran.
+_LOST_CONTROL = (
+    "Your control ended before this call acted, so it did nothing. Call request_control to ask "
+    "your user again."
+)
+_REVOKED = "This agent was revoked, or its token expired, before this call acted; it did nothing."
 
 
 class Refused(Exception):
@@ -289,8 +298,32 @@ def _check_arguments(name: str, arguments: t.Mapping[str, t.Any] | None) -> dict
     return given
 
 
-class AgentTools:
-    """Runs agents' tool calls against the owner's sessions (one instance per server)."""
+class AgentTools(LoggingConfigurable):
+    """Runs agents' tool calls against the owner's sessions (one instance per server).
+
+    Configurable as ``c.AgentTools`` (created with ``parent=`` the extension application).
+    """
+
+    output_limit = Integer(
+        32768,
+        min=1024,
+        help="""Characters of a command's output an agent receives from run_command at most
+        (head and tail, with a marker between, when there is more).""",
+    ).tag(config=True)
+
+    max_calls_in_flight = Integer(
+        4,
+        min=1,
+        help="""How many MCP tool calls one agent may have running at once; more are refused
+        (an isError result) until one answers.""",
+    ).tag(config=True)
+
+    max_terminals_per_agent = Integer(
+        4,
+        min=1,
+        help="""How many terminals one agent may have open at once (they also count against
+        the user's `max_sessions_per_user`).""",
+    ).tag(config=True)
 
     def __init__(
         self,
@@ -298,92 +331,83 @@ class AgentTools:
         manager: ToolTerminalManager,
         store: AgentStore,
         redactor: Redactor,
-        output_limit: int,
         audit: AgentAudit,
-        max_calls_in_flight: int,
-        max_terminals_per_agent: int,
-        log: logging.Logger,
+        **settings: t.Any,
     ) -> None:
+        """``settings``: ``parent``, ``log``, ``config`` and any of the traits above."""
+        super().__init__(**settings)
         self.manager = manager
         self.store = store
         self.redactor = redactor
-        self.output_limit = output_limit
         self.audit = audit
-        self.max_calls_in_flight = max_calls_in_flight
-        self.max_terminals_per_agent = max_terminals_per_agent
-        self.log = log
         #: Each agent terminal's shell integration, by session id.
         self.shells: dict[str, AgentShell] = {}
         #: Each agent terminal's redactor (with its environment's secrets), by session id.
         self.redactors: dict[str, Redactor] = {}
         self._in_flight: collections.Counter[str] = collections.Counter()
-        manager.ended_listeners.append(self._session_ended)
+        manager.add_ended_listener(self._session_ended)
 
     # -- the agent's terminals ----------------------------------------------------------------
 
-    def terminals_of(self, agent: Agent) -> list[ToolTerminal]:
+    def terminals_of(self, agent: Agent) -> list[Admission]:
         """The agent's own open terminals, oldest first."""
-        return [
-            session
-            for session in self.manager.sessions.values()
-            if session.agent is not None and session.agent["id"] == agent.id and not session.ended
-        ]
+        return self.manager.agent_terminals(agent.owner, agent.id)
 
     async def end_terminals(self, agent: Agent, reason: str = AGENT_REVOKED) -> None:
         """Close every terminal of ``agent`` (killing what runs in them, as DELETE does)."""
         await asyncio.gather(
-            *(self.manager.close_session(s, reason) for s in self.terminals_of(agent)),
+            *(self.manager.close_admitted(a, reason) for a in self.terminals_of(agent)),
             return_exceptions=True,
         )
 
-    def _session_ended(self, session: ToolTerminal) -> None:
-        self.store.session_ended(session.id)
-        self.redactors.pop(session.id, None)
-        shell = self.shells.pop(session.id, None)
+    def _session_ended(self, session_id: str) -> None:
+        self.store.session_ended(session_id)
+        self.redactors.pop(session_id, None)
+        shell = self.shells.pop(session_id, None)
         if shell is not None:
             shell.close()
 
-    def _shell_for(self, session: ToolTerminal, redactor: Redactor) -> AgentShell:
-        return AgentShell(session, redactor=redactor, output_limit=self.output_limit, log=self.log)
+    def _shell_for(self, admission: Admission, redactor: Redactor) -> AgentShell:
+        return AgentShell(
+            self.manager, admission, redactor=redactor, output_limit=self.output_limit, log=self.log
+        )
 
-    def session_redactor(self, session: ToolTerminal) -> Redactor:
-        """The redactor of ``session``: the server's, plus its shell's secret variables (the
-        same as its recording's)."""
-        cached = self.redactors.get(session.id)
+    def session_redactor(self, admission: Admission) -> Redactor:
+        """The redactor of the admitted session: the server's, plus its shell's secret
+        variables (the same as its recording's)."""
+        cached = self.redactors.get(admission.session_id)
         if cached is not None:
             return cached
-        redactor = self.redactor.for_environment(session.environment)
-        if not session.ended:
-            self.redactors[session.id] = redactor
+        redactor = self.redactor.for_environment(admission.environment)
+        if not admission.ended:
+            self.redactors[admission.session_id] = redactor
         return redactor
 
-    def _own_session(self, agent: Agent, session_id: str) -> ToolTerminal:
-        session = self.manager.sessions.get(session_id) if valid_session_id(session_id) else None
-        if session is None or session.ended or session.owner != agent.owner:
+    def _admit(self, agent: Agent, session_id: str) -> Admission | None:
+        try:
+            return self.manager.admit_agent(agent.owner, agent.id, session_id)
+        except NotPermitted:
+            return None
+
+    def _own_session(self, agent: Agent, session_id: str) -> Admission:
+        admission = self._admit(agent, session_id)
+        if admission is None:
             raise Refused(
                 NOT_FOUND, "No such terminal. list_terminals shows the terminals you can use."
             )
-        if session.agent is None or session.agent["id"] != agent.id:
+        if admission.agent_id != agent.id:
             raise Refused(
                 NOT_FOUND,
                 "This terminal is not one you opened: you may only read it if your user shared "
                 "it with you (read_screen), never type into it. Open your own with "
                 "open_terminal.",
             )
-        return session
+        return admission
 
-    def _readable_session(self, agent: Agent, session_id: str) -> ToolTerminal:
-        session = self.manager.sessions.get(session_id) if valid_session_id(session_id) else None
-        if (
-            session is not None
-            and not session.ended
-            and session.owner == agent.owner
-            and (
-                session_id in agent.shared
-                or (session.agent is not None and session.agent["id"] == agent.id)
-            )
-        ):
-            return session
+    def _readable_session(self, agent: Agent, session_id: str) -> Admission:
+        admission = self._admit(agent, session_id)
+        if admission is not None and (session_id in agent.shared or admission.agent_id == agent.id):
+            return admission
         raise Refused(
             NOT_FOUND,
             "No such terminal for you: you can read your own terminals and those your user "
@@ -392,9 +416,23 @@ class AgentTools:
 
     # -- calls --------------------------------------------------------------------------------
 
-    def _admit(self, agent: Agent, name: str) -> None:
+    def may_act(self, agent: Agent) -> bool:
+        """Whether ``agent`` may still act with control now: it was not revoked, its token did
+        not expire and its control did not end (checked again after every wait)."""
+        return self.store.holds(agent) and agent.has_control()
+
+    def _refuse_unless_may_act(self, agent: Agent) -> None:
+        if not self.store.holds(agent):
+            raise Refused(REVOKED, _REVOKED)
+        if not agent.has_control():
+            raise Refused(NO_CONTROL, _LOST_CONTROL)
+
+    def _admit_call(self, agent: Agent, name: str) -> None:
         """Refuse the call if the tool is unknown, needs control the agent lacks (checked
         before anything else), or the agent has too many calls running."""
+        if not self.store.holds(agent):
+            # (authenticated before it was revoked or expired: the call waited meanwhile)
+            raise Refused(REVOKED, _REVOKED)
         if name not in _TOOL_SPECS:
             raise Refused(
                 UNKNOWN_TOOL,
@@ -427,7 +465,7 @@ class AgentTools:
                 if isinstance(arguments.get(key), str):
                     command = arguments[key][:AUDIT_COMMAND_CHARS]
         try:
-            self._admit(agent, name)
+            self._admit_call(agent, name)
             given = _check_arguments(name, arguments)
             self._in_flight[agent.id] += 1
             try:
@@ -477,11 +515,11 @@ class AgentTools:
         self, agent: Agent, _arguments: dict[str, t.Any]
     ) -> tuple[dict[str, t.Any], str]:
         terminals = [
-            _terminal_model(session, mine=True) for session in self.terminals_of(agent)
+            _terminal_model(admission, mine=True) for admission in self.terminals_of(agent)
         ] + [
-            _terminal_model(session, mine=False)
+            _terminal_model(admission, mine=False)
             for session_id in agent.shared
-            if (session := self.manager.sessions.get(session_id)) is not None and not session.ended
+            if (admission := self._admit(agent, session_id)) is not None
         ]
         return {"terminals": terminals}, json.dumps(terminals) if terminals else "No terminals."
 
@@ -510,7 +548,8 @@ class AgentTools:
             )
             raise Refused(reason, message) from None
         try:
-            shell = self._shell_for(session, self.session_redactor(session))
+            admission = self.manager.admit_agent(agent.owner, agent.id, session.id)
+            shell = self._shell_for(admission, self.session_redactor(admission))
             await shell.start()
         except Exception as error:  # noqa: BLE001 - whatever failed, the session must end
             self.log.warning("Agent terminal %s failed to start: %s", session.id[:8], error)
@@ -518,14 +557,20 @@ class AgentTools:
             raise Refused(
                 FAILED, f"The terminal opened but its shell could not be set up: {error}"
             ) from None
-        if session.ended:
+        if admission.ended:
             raise Refused(FAILED, "The terminal ended as soon as it opened.")
+        if not self.may_act(agent):
+            # Revoked, expired or out of control while the terminal started: the revocation's
+            # own sweep did not see it yet, so it is closed here, at once.
+            shell.close()
+            await self.manager.close_admitted(admission, AGENT_REVOKED)
+            self._refuse_unless_may_act(agent)
         self.shells[session.id] = shell
         return {"session": session.id}, f"Opened terminal {session.id} in {instance}."
 
     def _shell(self, agent: Agent, session_id: str) -> AgentShell:
-        session = self._own_session(agent, session_id)
-        shell = self.shells.get(session.id)
+        admission = self._own_session(agent, session_id)
+        shell = self.shells.get(admission.session_id)
         if shell is None:
             raise Refused(FAILED, "This terminal is still starting; try again.")
         return shell
@@ -541,7 +586,9 @@ class AgentTools:
                 f"run_command: timeout must be more than 0 and at most {MAX_TIMEOUT:g} seconds.",
             )
         try:
-            result = await shell.run_command(arguments["command"], timeout)
+            result = await shell.run_command(
+                arguments["command"], timeout, may_type=lambda: self.may_act(agent)
+            )
         except AgentShellError as error:
             raise Refused(SHELL_REFUSED, str(error)) from None
         structured = {
@@ -568,11 +615,11 @@ class AgentTools:
     async def _read_screen(
         self, agent: Agent, arguments: dict[str, t.Any]
     ) -> tuple[dict[str, t.Any], str]:
-        session = self._readable_session(agent, arguments["session"])
+        admission = self._readable_session(agent, arguments["session"])
         # A shared session is read through a shell of its own that is never started: it
         # types nothing.
-        shell = self.shells.get(session.id) or self._shell_for(
-            session, self.session_redactor(session)
+        shell = self.shells.get(admission.session_id) or self._shell_for(
+            admission, self.session_redactor(admission)
         )
         screen = await shell.read_screen_current()
         structured = {
@@ -586,8 +633,8 @@ class AgentTools:
     async def _close_terminal(
         self, agent: Agent, arguments: dict[str, t.Any]
     ) -> tuple[dict[str, t.Any], str]:
-        session = self._own_session(agent, arguments["session"])
-        await self.manager.close_session(session, CLOSED_BY_AGENT)
+        admission = self._own_session(agent, arguments["session"])
+        await self.manager.close_admitted(admission, CLOSED_BY_AGENT)
         return {}, "Terminal closed."
 
     async def _request_control(
@@ -608,10 +655,10 @@ class AgentTools:
         )
 
 
-def _terminal_model(session: ToolTerminal, *, mine: bool) -> dict[str, t.Any]:
-    model = session.model()
+def _terminal_model(admission: Admission, *, mine: bool) -> dict[str, t.Any]:
+    model = admission.model()
     return {
-        "session": session.id,
+        "session": admission.session_id,
         "instance": model["instance"],
         "tool": model["tool"],
         "created": model["created"],

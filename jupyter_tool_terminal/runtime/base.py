@@ -123,6 +123,12 @@ class ShellChannel(abc.ABC):
         :meth:`read` (a hand-over moves it to the screen before the connection moves)."""
         return b""
 
+    async def foreground_program(self) -> str | None:
+        """The name of the program that holds the terminal's foreground, when that is not the
+        shell itself (a program there reads what is typed); ``None`` when the shell holds it,
+        or when the runtime cannot tell."""
+        return None
+
     def release(self) -> None:  # noqa: B027 - optional: most channels hold nothing more
         """Let go of the terminal without ending the shell: a successor took it over."""
 

@@ -34,7 +34,30 @@ from .transfer import (
 )
 
 if t.TYPE_CHECKING:
-    from .docker import DockerInstance, DockerRuntime
+    import logging
+
+
+class DockerRuntime(t.Protocol):
+    """What file transfers need of the Docker runtime (``docker.py``, which imports this
+    module: naming it here would be an import loop)."""
+
+    @property
+    def log(self) -> logging.Logger | logging.LoggerAdapter[t.Any]: ...
+
+    async def call(self, method: str, *args: t.Any, **kwargs: t.Any) -> t.Any: ...
+
+    async def attach(self, exec_id: str, tty: bool) -> ShellStream: ...
+
+    def api(self) -> t.Any: ...
+
+    async def run(self, func: t.Callable[..., t.Any], *args: t.Any, **kwargs: t.Any) -> t.Any: ...
+
+
+class DockerInstance(t.Protocol):
+    """What file transfers need of a Docker instance: its container."""
+
+    @property
+    def container_id(self) -> str: ...
 
 STDOUT, STDERR = 1, 2
 #: The largest frame accepted (the engine sends at most 32 KiB of a stream at a time).

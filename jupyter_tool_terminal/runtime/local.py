@@ -101,6 +101,22 @@ class _LocalShellChannel(ShellChannel):
         else:
             self._loop.add_reader(self._pidfd, self._reap)
 
+    async def foreground_program(self) -> str | None:
+        """The foreground process group of the PTY (Linux answers it on the master side): the
+        shell leads its own group, any other group is a program the shell started."""
+        try:
+            group = os.tcgetpgrp(self._fd)
+        except OSError:
+            return None
+        if group in (self._process.pid, 0):
+            return None
+        try:
+            # (a read of /proc never waits on a device)
+            with open(f"/proc/{group}/comm", encoding="utf-8", errors="replace") as comm:  # noqa: ASYNC230
+                return comm.read().strip() or f"process {group}"
+        except OSError:
+            return f"process {group}"
+
     # -- the shell's end ----------------------------------------------------------------------
 
     def _reap(self) -> bool:
