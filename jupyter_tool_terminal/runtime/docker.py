@@ -507,7 +507,15 @@ class DockerRuntime(ToolRuntime):
                 found.append(instance)
         return sorted(found, key=lambda instance: instance.id)
 
+    def could_own(self, instance_id: str) -> bool:
+        if not self.by_engine:
+            return super().could_own(instance_id)
+        engine, _, container = instance_id.partition("/")
+        return engine in self.by_engine and self.by_engine[engine].could_own(container)
+
     async def get_instance(self, instance_id: str) -> DockerInstance | None:
+        if not self.could_own(instance_id):
+            return None
         if self.by_engine:
             # (an instance of one of its engines: a DockerInstance, its id made ENGINE/...)
             return t.cast("DockerInstance | None", await several.look_up(self, instance_id))
