@@ -473,7 +473,11 @@ class ToolTerminalApp(ExtensionApp):
 
     def _prepare_handover(self) -> None:
         """Take the running server's sessions (``take_over``), then listen for a successor."""
-        successor = Successor.connect(self._handover_path()) if self.take_over else None
+        try:
+            successor = Successor.connect(self._handover_path()) if self.take_over else None
+        except (OSError, HandoverError) as error:
+            self.log.critical("jupyter_tool_terminal: not taking over: %s", error)
+            sys.exit(FAILED)
         if self.take_over and successor is None:
             self.log.info(
                 "jupyter_tool_terminal: no running server to take over from at %s; starting "
@@ -539,7 +543,7 @@ class ToolTerminalApp(ExtensionApp):
         )
         try:
             predecessor.start()
-        except OSError as error:
+        except (OSError, HandoverError) as error:
             self.log.warning(
                 "jupyter_tool_terminal: no successor can take over from this server (%s): %s",
                 predecessor.path,

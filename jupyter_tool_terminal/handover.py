@@ -43,6 +43,7 @@ import json
 import logging
 import os
 import socket
+import stat
 import struct
 import typing as t
 
@@ -99,10 +100,25 @@ def _address(path: str) -> t.Iterator[str]:
 
 
 def _same_user(conn: socket.socket) -> bool:
-    """Whether the peer runs as this process's user (the socket's mode says so already)."""
+    """Whether the other end runs as this process's user (``SO_PEERCRED``: the uid of whoever
+    connected, or of whoever listened). Each side checks the other: the socket's mode keeps
+    other users from connecting, not from listening at the path first."""
     credentials = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     uid: int = struct.unpack("3i", credentials)[1]
     return uid == os.geteuid()
+
+
+def check_directory(path: str) -> None:
+    """Refuse (:class:`HandoverError`) a socket path whose directory another user could write
+    to, or owns: they could put a socket of their own at the path."""
+    directory = os.path.dirname(os.path.abspath(path))
+    info = os.stat(directory)
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        msg = f"others can write to the directory of the hand-over socket {path}"
+        raise HandoverError(msg)
+    if info.st_uid not in (os.geteuid(), 0):
+        msg = f"the directory of the hand-over socket {path} belongs to another user"
+        raise HandoverError(msg)
 
 
 # -- messages ---------------------------------------------------------------------------------
@@ -212,7 +228,9 @@ class Predecessor:
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        """Listen (owner only) at :attr:`path`, replacing a file a dead server left."""
+        """Listen (owner only) at :attr:`path`, replacing a file a dead server left;
+        :class:`HandoverError` if that path is not safe (:func:`check_directory`)."""
+        check_directory(self.path)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -389,7 +407,9 @@ class Successor:
 
     @classmethod
     def connect(cls, path: str) -> Successor | None:
-        """Connect to the predecessor listening at ``path``; ``None`` if none listens."""
+        """Connect to the predecessor listening at ``path``; ``None`` if none listens;
+        :class:`HandoverError` if the path is not safe or another user listens there."""
+        check_directory(path)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(TIMEOUT)
         try:
@@ -398,6 +418,10 @@ class Successor:
         except (FileNotFoundError, ConnectionRefusedError):
             sock.close()
             return None
+        if not _same_user(sock):
+            sock.close()  # before a word: it would answer with sockets of its own
+            msg = f"the server listening at {path} runs as another user"
+            raise HandoverError(msg)
         return cls(sock)
 
     def receive(self) -> Inheritance:
