@@ -143,14 +143,17 @@ async def test_a_successor_that_dies_midway_leaves_the_server_serving(
     shell_pid = (await term.run("echo $$")).strip()
     await term.run("echo before-$((40 + 2))")
 
+    handover = tool_app.handover
+    assert handover is not None
+
     async def listening() -> bool:
-        return tool_app.predecessor is not None
+        return handover.predecessor is not None
 
     await wait_until(listening)
-    assert tool_app.predecessor is not None
+    assert handover.predecessor is not None
     # Output the shell writes while it is suspended waits for whoever reads it next.
     term.send("stdin", "sleep 1; echo after-$((20 + 1))\r")
-    successor = await asyncio.to_thread(Successor.connect, tool_app.predecessor.path)
+    successor = await asyncio.to_thread(Successor.connect, handover.predecessor.path)
     assert successor is not None
     inheritance = await asyncio.to_thread(successor.receive)
     ((entry, _),) = inheritance.sessions

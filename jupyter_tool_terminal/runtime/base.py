@@ -118,7 +118,7 @@ class ShellChannel(abc.ABC):
 
     def handover(self) -> tuple[int, dict[str, str]]:
         """The descriptor of the terminal's connection and what names the shell, for a
-        successor (``handover.py``); ``ValueError`` if this terminal cannot change process."""
+        successor (``handover/``); ``ValueError`` if this terminal cannot change process."""
         msg = "this runtime's terminals cannot be handed over"
         raise ValueError(msg)
 

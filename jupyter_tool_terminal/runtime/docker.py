@@ -24,9 +24,10 @@ import weakref
 
 import docker
 import docker.errors
-from traitlets import Dict, Float, Integer, TraitError, validate
+from traitlets import Dict, Float, Integer, TraitError, observe, validate
 
 from .. import metrics
+from ..settings import rename
 from ..tooltypes import ToolType
 from . import access as engine_access
 from . import docker_tls
@@ -189,7 +190,7 @@ class _ExecChannel(ShellChannel):
 
     def handover(self) -> tuple[int, dict[str, str]]:
         """The descriptor of the exec's connection and what names the shell, for a successor
-        (``handover.py``); ``ValueError`` if the connection cannot change process: a TLS
+        (``handover/``); ``ValueError`` if the connection cannot change process: a TLS
         connection's state (a remote engine's) and a thread's transport (SSH) stay here."""
         transport = None if self._stream is None else self._stream.transport
         sock = None if transport is None else transport.get_extra_info("socket")
@@ -273,11 +274,19 @@ class DockerRuntime(ToolRuntime):
         how many opens, resizes and kills can be on their way at once.""",
     ).tag(config=True)
 
-    ping_timeout = Float(
+    startup_check_timeout = Float(
         5,
         min=0.1,
         help="Seconds to wait for the Docker Engine's answer when checking for it at start-up.",
     ).tag(config=True)
+
+    ping_timeout = Float(
+        5, min=0.1, help="Deprecated: the old name of `startup_check_timeout` (the same setting)."
+    ).tag(config=True)
+
+    @observe("ping_timeout")
+    def _ping_timeout_renamed(self, change: t.Mapping[str, t.Any]) -> None:
+        rename(self, change, "startup_check_timeout")
 
     engines = Dict(
         help="""Several Docker engines, one per host: {NAME: {"url": URL, "tls": {"ca": PATH,
@@ -444,7 +453,7 @@ class DockerRuntime(ToolRuntime):
             several.check_at_start(list(self.by_engine.values()), self.log)
             return
         try:
-            client = docker.from_env(timeout=int(max(self.ping_timeout, 1)))
+            client = docker.from_env(timeout=int(max(self.startup_check_timeout, 1)))
         except docker.errors.DockerException as error:
             raise RuntimeUnavailable(engine_access.diagnose().message) from error
         try:
