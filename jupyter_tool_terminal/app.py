@@ -305,6 +305,17 @@ class ToolTerminalApp(ExtensionApp):
         request (403).""",
     ).tag(config=True)
 
+    agents_on_shared_domain = Bool(
+        False,
+        help="""In a JupyterHub service on a Hub without per-user subdomains (no
+        `JupyterHub.subdomain_host`, so no `JUPYTERHUB_HOST`): allow AI agents anyway. There
+        every user's server serves pages at the service's origin, and a script of such a page
+        can create an agent in a visitor's name and grant it control (no confirmation on that
+        origin stops a script of the same origin), so agents are off in such a service unless
+        this is True (docs/jupyterhub.md, "AI agents on a Hub without per-user subdomains").
+        Set it only where every user's server serves pages you trust.""",
+    ).tag(config=True)
+
     agent_token_lifetime = Integer(
         604800,
         min=60,
@@ -439,6 +450,7 @@ class ToolTerminalApp(ExtensionApp):
         if running_as_hub_service():
             self.hub_activity = HubActivityReporter(parent=self, log=self.log)
             user_directory = HubUserDirectory(parent=self, log=self.log)
+            self._agents_only_on_an_origin_of_their_own()
         self.session_manager = self.manager_class(
             parent=self,
             runtime=self.tool_runtime,
@@ -485,6 +497,21 @@ class ToolTerminalApp(ExtensionApp):
             log=self.log,
         )
         self.handover.prepare()
+
+    def _agents_only_on_an_origin_of_their_own(self) -> None:
+        """Turn agents off in a Hub service whose origin every user's server shares (issue
+        30.6), unless the operator accepted that (``agents_on_shared_domain``)."""
+        if not self.agents_enabled or self.agents_on_shared_domain:
+            return
+        if os.environ.get("JUPYTERHUB_HOST"):
+            return  # users' servers have origins of their own
+        self.agents_enabled = False
+        self.log.warning(
+            "jupyter_tool_terminal: AI agents are off: the Hub serves users' servers at this "
+            "service's origin (no JUPYTERHUB_HOST, JupyterHub's subdomain_host), where any "
+            "user's page could create agents in its visitors' names; set "
+            "c.ToolTerminalApp.agents_on_shared_domain = True to allow them anyway"
+        )
 
     def _disabled(self, why: str, section: str) -> None:
         """Log that the extension is disabled and why, and tell its users (a setup note)."""
