@@ -10,6 +10,7 @@ import asyncio
 import json
 import typing as t
 import urllib.parse
+from pathlib import Path
 
 from jupyter_core.utils import ensure_async
 from jupyter_server.auth.decorator import authorized
@@ -300,7 +301,7 @@ class RecordingsHandler(ToolTerminalAPIHandler):
         listed = (
             []
             if recorder is None
-            else await asyncio.to_thread(list_recordings, recorder.directory, self.owner())
+            else await asyncio.to_thread(list_recordings, Path(recorder.directory), self.owner())
         )
         self.finish(json.dumps(listed))
 
@@ -318,7 +319,7 @@ class RecordingHandler(ToolTerminalAPIHandler):
             None
             if recorder is None
             else await asyncio.to_thread(
-                recording_path, recorder.directory, self.owner(), recording_id
+                recording_path, Path(recorder.directory), self.owner(), recording_id
             )
         )
         if path is None:

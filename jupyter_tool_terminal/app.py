@@ -5,13 +5,23 @@ from __future__ import annotations
 import datetime
 import getpass
 import os
-import sys
 import typing as t
 
 from jupyter_core.paths import jupyter_data_dir
 from jupyter_server.auth.identity import IdentityProvider, User
 from jupyter_server.extension.application import ExtensionApp
-from traitlets import Bool, CaselessStrEnum, Dict, Float, Integer, List, Type, Unicode, default
+from traitlets import (
+    Bool,
+    CaselessStrEnum,
+    Dict,
+    Float,
+    Integer,
+    List,
+    Type,
+    Unicode,
+    default,
+    observe,
+)
 
 from . import api_handlers, websocket
 from .agents.endpoint import MCPHandler
@@ -26,26 +36,18 @@ from .agents.setup import Agents, make_agents
 from .base import ID
 from .events import AuditLog
 from .files import DEFAULT_MAX_BYTES, FileTransfers
-from .handover import (
-    FAILED,
-    HandoverError,
-    Inheritance,
-    Predecessor,
-    Successor,
-    adopt,
-    default_socket_path,
-    serve_only_on_inherited,
-)
+from .handover import Handover
 from .hub import login as hub_login
 from .hub.api import HubActivityReporter, HubUserDirectory, running_as_hub_service
 from .hub.pages import LoginPage, ToolTilesPage
-from .manager import ToolTerminalManager, manager_setting
+from .manager import ToolTerminalManager
 from .recording import Recorder
 from .redaction import Redactor
 from .runtime import RuntimeUnavailable, ToolRuntime
 from .runtime.docker import DockerRuntime
 from .runtime.local import LocalRuntime
 from .screens import BACKENDS, ScreenModels, model_class
+from .settings import moved_setting, rename, warn_moved
 from .setup_status import (
     LOCAL_SECTION,
     QUICK_START_SECTION,
@@ -57,8 +59,6 @@ from .setup_status import (
 from .tooltypes import ToolType, ToolTypeError, parse_tool_types
 
 if t.TYPE_CHECKING:
-    from jupyter_server.serverapp import ServerApp
-
     from .agents.endpoint import MCPExtension
     from .agents.rest import AgentsExtension
     from .setup_status import StatusExtension
@@ -79,6 +79,10 @@ MOVED_SETTINGS: dict[str, tuple[str, str]] = {
     "max_agent_calls_in_flight": ("AgentTools", "max_calls_in_flight"),
     "max_terminals_per_agent": ("AgentTools", "max_terminals_per_agent"),
 }
+
+
+def _manager_setting(name: str) -> t.Any:
+    return moved_setting(ToolTerminalManager, name, "ToolTerminalManager")
 
 
 class ToolTerminalApp(ExtensionApp):
@@ -115,20 +119,20 @@ class ToolTerminalApp(ExtensionApp):
     ).tag(config=True)
 
     # The session registry's settings live on ToolTerminalManager (c.ToolTerminalManager.*);
-    # these names on the app are the contract's and keep working.
-    max_sessions_per_user = manager_setting("max_sessions_per_user")
-    max_sessions = manager_setting("max_sessions")
-    idle_timeout = manager_setting("idle_timeout")
-    disconnect_grace = manager_setting("disconnect_grace")
-    attach_timeout = manager_setting("attach_timeout")
-    max_clients_per_session = manager_setting("max_clients_per_session")
-    max_observers = manager_setting("max_observers")
-    max_observer_clients_per_session = manager_setting("max_observer_clients_per_session")
-    max_clients_per_observer = manager_setting("max_clients_per_observer")
-    max_clients_per_user = manager_setting("max_clients_per_user")
-    max_input_backlog = manager_setting("max_input_backlog")
-    replay_buffer_size = manager_setting("replay_buffer_size")
-    scrollback_lines = manager_setting("scrollback_lines")
+    # these names on the app are the contract's: they keep working, and warn once.
+    max_sessions_per_user = _manager_setting("max_sessions_per_user")
+    max_sessions = _manager_setting("max_sessions")
+    idle_timeout = _manager_setting("idle_timeout")
+    disconnect_grace = _manager_setting("disconnect_grace")
+    attach_timeout = _manager_setting("attach_timeout")
+    max_clients_per_session = _manager_setting("max_clients_per_session")
+    max_observers = _manager_setting("max_observers")
+    max_observer_clients_per_session = _manager_setting("max_observer_clients_per_session")
+    max_clients_per_observer = _manager_setting("max_clients_per_observer")
+    max_clients_per_user = _manager_setting("max_clients_per_user")
+    max_input_backlog = _manager_setting("max_input_backlog")
+    replay_buffer_size = _manager_setting("replay_buffer_size")
+    scrollback_lines = _manager_setting("scrollback_lines")
 
     screen_model = CaselessStrEnum(
         ["auto", *BACKENDS],
@@ -161,15 +165,24 @@ class ToolTerminalApp(ExtensionApp):
         30,
         min=0,
         help="""Seconds between WebSocket pings to each terminal client. A client that does
-        not answer within `ping_timeout` is dropped (and its session closed if it was the last
+        not answer within `pong_timeout` is dropped (and its session closed if it was the last
         one). 0 turns pings off.""",
     ).tag(config=True)
 
-    ping_timeout = Float(
+    pong_timeout = Float(
         30,
         min=0,
-        help="Seconds a terminal client has to answer a ping (at most `ping_interval`).",
+        help="""Seconds a terminal client has to answer a WebSocket ping (at most
+        `ping_interval`).""",
     ).tag(config=True)
+
+    ping_timeout = Float(
+        30, min=0, help="Deprecated: the old name of `pong_timeout` (the same setting)."
+    ).tag(config=True)
+
+    @observe("ping_timeout")
+    def _ping_timeout_renamed(self, change: t.Mapping[str, t.Any]) -> None:
+        rename(self, change, "pong_timeout")
 
     auth_recheck_interval = Float(
         60,
@@ -305,8 +318,8 @@ class ToolTerminalApp(ExtensionApp):
     #: Serves the file routes of tool instances (``None`` while no terminals are served).
     file_transfers: FileTransfers | None = None
 
-    #: Where this server listens for its successor (``None``: it does not).
-    predecessor: Predecessor | None = None
+    #: The hand-over to a successor and from a predecessor (``None`` before it starts).
+    handover: Handover | None = None
 
     agents_enabled = Bool(
         True,
@@ -315,6 +328,18 @@ class ToolTerminalApp(ExtensionApp):
         `{base_url}tool-terminal/mcp`, read-only until the user grants control for some
         minutes. False: the agent routes answer 404 and the MCP endpoint refuses every
         request (403).""",
+    ).tag(config=True)
+
+    agents_on_shared_domain = Bool(
+        False,
+        help="""In a JupyterHub service on a Hub without per-user subdomains (no
+        `JupyterHub.subdomain_host`, so no `JUPYTERHUB_HOST`): allow AI agents anyway. There
+        every user's server serves pages at the service's origin, and a script of such a page
+        can create an agent in a visitor's name and grant it control (no confirmation on that
+        origin stops a script of the same origin), so agents are off in such a service unless
+        this is True (docs: "Run it as a JupyterHub service", "AI agents on a Hub without per-user
+        subdomains").
+        Set it only where every user's server serves pages you trust.""",
     ).tag(config=True)
 
     agent_token_lifetime = Integer(604800, help="Deprecated: use `AgentStore.token_lifetime`.").tag(
@@ -398,11 +423,14 @@ class ToolTerminalApp(ExtensionApp):
             section = self.config.get(cls.__name__)
             if isinstance(section, dict):
                 configured.update(section)
-        return [
+        names = [
             name
             for name in self.manager_class.class_trait_names(config=True)
             if name in configured and self.has_trait(name)
         ]
+        for name in names:
+            warn_moved(self, f"ToolTerminalApp.{name}", f"ToolTerminalManager.{name}")
+        return names
 
     def initialize_settings(self) -> None:
         """Validate the tool types and create the session manager."""
@@ -444,6 +472,7 @@ class ToolTerminalApp(ExtensionApp):
         if running_as_hub_service():
             self.hub_activity = HubActivityReporter(parent=self, log=self.log)
             user_directory = HubUserDirectory(parent=self, log=self.log)
+            self._agents_only_on_an_origin_of_their_own()
         self.session_manager = self.manager_class(
             parent=self,
             runtime=self.tool_runtime,
@@ -455,7 +484,8 @@ class ToolTerminalApp(ExtensionApp):
             ),
             log=self.log,
             recorder=Recorder(
-                self.recording_dir,
+                parent=self,
+                directory=self.recording_dir,
                 max_bytes=self.recording_max_bytes,
                 redactor=redactor,
                 record_input=self.recording_input,
@@ -484,96 +514,32 @@ class ToolTerminalApp(ExtensionApp):
             parent=self,
             log=self.log,
         )
-        self._prepare_handover()
-
-    # -- hand-over (see handover.py) ----------------------------------------------------------
-
-    def _server(self) -> ServerApp:
         assert self.serverapp is not None
-        return self.serverapp
-
-    def _handover_path(self) -> str:
-        serverapp = self._server()
-        return self.handover_socket or default_socket_path(
-            serverapp.runtime_dir, serverapp.port, serverapp.sock
-        )
-
-    def _prepare_handover(self) -> None:
-        """Take the running server's sessions (``take_over``), then listen for a successor."""
-        successor = Successor.connect(self._handover_path()) if self.take_over else None
-        if self.take_over and successor is None:
-            self.log.info(
-                "jupyter_tool_terminal: no running server to take over from at %s; starting "
-                "as usual",
-                self._handover_path(),
-            )
-        inheritance = None if successor is None else self._inherit(successor)
-        self._server().io_loop.add_callback(self._start_handover, successor, inheritance)
-
-    def _inherit(self, successor: Successor) -> Inheritance:
-        """Receive the running server's sessions (suspended there from now on); exit if they
-        cannot be served here (the running server then goes on)."""
-        assert self.tool_runtime is not None
-        assert self.session_manager is not None
-        try:
-            inheritance = successor.receive()
-        except (OSError, ValueError, KeyError, HandoverError) as error:
-            self.log.critical("jupyter_tool_terminal: cannot take over: %s", error)
-            sys.exit(FAILED)
-        reason = inheritance.refusal(self.tool_runtime, self.session_manager.tool_types)
-        if reason is not None:
-            successor.refuse(reason)
-            self.log.critical(
-                "jupyter_tool_terminal: not taking over (the running server goes on): %s", reason
-            )
-            sys.exit(FAILED)
-        self.tool_runtime.take_over(inheritance.message["server"])
-        # This server serves on the predecessor's listening sockets once it let go of them,
-        # never on a port of its own (the configured one is the predecessor's).
-        if inheritance.listening:
-            serve_only_on_inherited(self._server(), inheritance.listening)
-        return inheritance
-
-    async def _start_handover(
-        self, successor: Successor | None, inheritance: Inheritance | None
-    ) -> None:
-        manager, runtime = self.session_manager, self.tool_runtime
-        assert manager is not None
-        assert runtime is not None
-        serverapp = self._server()
-        if successor is not None and inheritance is not None:
-            try:
-                await adopt(inheritance, manager, runtime, self.log)
-                await successor.finish()
-            except Exception:
-                self.log.critical(
-                    "jupyter_tool_terminal: the take-over failed; the running server goes on",
-                    exc_info=True,
-                )
-                # At once and without clean-up: what this server holds is the predecessor's.
-                os._exit(FAILED)
-            serverapp.http_server.add_sockets(inheritance.listening)
-            self.log.info(
-                "jupyter_tool_terminal: took over %d tool terminal(s)", len(manager.sessions)
-            )
-        predecessor = Predecessor(
-            self._handover_path(),
-            manager=manager,
-            runtime=runtime,
-            http_server=lambda: getattr(serverapp, "http_server", None),
-            on_handed_over=serverapp.stop,
+        self.handover = Handover(
+            parent=self,
+            serverapp=self.serverapp,
+            manager=self.session_manager,
+            runtime=self.tool_runtime,
+            socket_path=self.handover_socket,
+            take_over=self.take_over,
             log=self.log,
         )
-        try:
-            predecessor.start()
-        except OSError as error:
-            self.log.warning(
-                "jupyter_tool_terminal: no successor can take over from this server (%s): %s",
-                predecessor.path,
-                error,
-            )
-        else:
-            self.predecessor = predecessor
+        self.handover.prepare()
+
+    def _agents_only_on_an_origin_of_their_own(self) -> None:
+        """Turn agents off in a Hub service whose origin every user's server shares (issue
+        30.6), unless the operator accepted that (``agents_on_shared_domain``)."""
+        if not self.agents_enabled or self.agents_on_shared_domain:
+            return
+        if os.environ.get("JUPYTERHUB_HOST"):
+            return  # users' servers have origins of their own
+        self.agents_enabled = False
+        self.log.warning(
+            "jupyter_tool_terminal: AI agents are off: the Hub serves users' servers at this "
+            "service's origin (no JUPYTERHUB_HOST, JupyterHub's subdomain_host), where any "
+            "user's page could create agents in its visitors' names; set "
+            "c.ToolTerminalApp.agents_on_shared_domain = True to allow them anyway"
+        )
 
     def _disabled(self, why: str, section: str) -> None:
         """Log that the extension is disabled and why, and tell its users (a setup note)."""
@@ -681,8 +647,8 @@ class ToolTerminalApp(ExtensionApp):
 
     async def stop_extension(self) -> None:
         """Kill every session's processes before the server exits."""
-        if self.predecessor is not None:
-            self.predecessor.close()
+        if self.handover is not None:
+            self.handover.close()
         if self.agents is not None:
             await self.agents.stop()
         if self.session_manager is not None:

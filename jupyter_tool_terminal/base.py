@@ -46,7 +46,7 @@ class ToolTerminalExtension(t.Protocol):
     file_transfers: FileTransfers | None
     service_url: str
     ping_interval: float
-    ping_timeout: float
+    pong_timeout: float
     max_message_size: int
     auth_recheck_interval: float
 

@@ -11,7 +11,7 @@ import time
 import typing as t
 import weakref
 
-from traitlets import Float, Integer, TraitType
+from traitlets import Float, Integer
 from traitlets.config import LoggingConfigurable
 
 from . import metrics
@@ -160,7 +160,7 @@ class ToolTerminalManager(LoggingConfigurable):
     """Creates, finds and ends sessions, and enforces who may see which.
 
     Configurable as ``c.ToolTerminalManager`` (its limits and timers); each of its settings
-    can also be set as ``c.ToolTerminalApp.NAME`` (see :func:`manager_setting`).
+    can also be set as ``c.ToolTerminalApp.NAME``, deprecated (see ``settings.py``).
     """
 
     max_sessions_per_user = Integer(
@@ -913,17 +913,3 @@ class ToolTerminalManager(LoggingConfigurable):
         for task in list(self._tasks):
             with contextlib.suppress(Exception):
                 await task
-
-
-def manager_setting(name: str) -> TraitType[t.Any, t.Any]:
-    """A trait of ``ToolTerminalApp`` that sets ``ToolTerminalManager.NAME`` (the same kind and
-    default; its help says where the setting lives)."""
-    trait = ToolTerminalManager.class_traits()[name]
-    bounds = {
-        key: getattr(trait, key) for key in ("min", "max") if getattr(trait, key, None) is not None
-    }
-    return type(trait)(
-        trait.default_value,
-        help=f"The same as ToolTerminalManager.{name} (set either): {trait.help}",
-        **bounds,
-    ).tag(config=True)

@@ -32,6 +32,9 @@ import time
 import typing as t
 from pathlib import Path
 
+from traitlets import Bool, Integer, Unicode
+from traitlets.config import LoggingConfigurable
+
 from .redaction import HOLD_SECONDS, Redactor, RememberedSecrets, StreamRedactor
 
 #: Bytes kept free at the end of a recording for the marker that says it stopped.
@@ -288,23 +291,19 @@ class Recording:
         self._written += size
 
 
-class Recorder:
-    """Starts recordings: where they go, how large they may grow, what is redacted."""
+class Recorder(LoggingConfigurable):
+    """Starts recordings: where they go, how large they may grow, what is redacted.
 
-    def __init__(
-        self,
-        directory: str | os.PathLike[str],
-        *,
-        max_bytes: int,
-        redactor: Redactor,
-        record_input: bool,
-        log: logging.Logger,
-    ) -> None:
-        self.directory = Path(directory)
-        self.max_bytes = max_bytes
+    Made by the app with ``parent=`` (its settings are the app's ``recording_*``, the
+    contract's names)."""
+
+    directory = Unicode(help="The folder recordings are written to.")
+    max_bytes = Integer(help="The size at which a recording stops (bytes).")
+    record_input = Bool(False, help="Whether what the user types is recorded too.")
+
+    def __init__(self, *, redactor: Redactor, **kwargs: t.Any) -> None:
+        super().__init__(**kwargs)
         self.redactor = redactor
-        self.record_input = record_input
-        self.log = log
 
     def start(
         self,
@@ -329,7 +328,7 @@ class Recorder:
             _UNSAFE_NAME.sub("-", part)[:64]
             for part in (owner, instance, session_id, started.strftime("%Y%m%dT%H%M%SZ"))
         )
-        path = self.directory / f"{name}.cast"
+        path = Path(self.directory) / f"{name}.cast"
         header = {
             "version": 2,
             "width": cols,
@@ -341,7 +340,7 @@ class Recorder:
         }
         encoded = (json.dumps(header) + "\n").encode("utf-8")
         try:
-            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             file = os.fdopen(descriptor, "wb")
             file.write(encoded)

@@ -70,7 +70,7 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
     @property
     def ping_timeout(self) -> float:
         """Seconds a client has to answer a ping."""
-        return min(float(self.tool_app.ping_timeout), self.ping_interval)
+        return min(float(self.tool_app.pong_timeout), self.ping_interval)
 
     @property
     def max_message_size(self) -> int:

@@ -76,6 +76,14 @@ extensions_enabled() {
   jupyter server extension list 2>&1 | tee /tmp/jtt-server-extensions.txt | grep -i "jupyter_tool_terminal.*OK" &&
     jupyter labextension list 2>&1 | tee /tmp/jtt-labextensions.txt | grep -i "jupyter-tool-terminal.*OK"
 }
+shellcheck_stage() {
+  if ! command -v shellcheck >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    echo "installing Debian's shellcheck"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck >/dev/null || return 1
+  fi
+  # The scripts the package runs in tool containers (POSIX sh); warnings and errors fail.
+  shellcheck --shell=sh --severity=warning jupyter_tool_terminal/runtime/*.sh
+}
 browser_stage() {
   if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
     echo "installing Debian's chromium for the browser test"
@@ -88,6 +96,7 @@ set +e
 stage "ruff check" ruff check .
 stage "ruff format --check" ruff format --check .
 stage "mypy (strict)" mypy
+stage "shellcheck (the reaper's script)" shellcheck_stage
 stage "pytest (real Docker Engine, real jupyter_server)" pytest_stage
 stage "frontend: typecheck, lint, unit tests" bash scripts/test-frontend.sh
 stage "packaging: server and lab extensions enabled and OK" extensions_enabled

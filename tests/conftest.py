@@ -423,9 +423,9 @@ def runtime_calls(
         calls: list[tuple[t.Any, ...]] = []
         real = getattr(runtime, method)
 
-        async def recording(*args: t.Any) -> t.Any:
+        async def recording(*args: t.Any, **kwargs: t.Any) -> t.Any:
             calls.append(args)
-            return await real(*args)
+            return await real(*args, **kwargs)
 
         monkeypatch.setattr(runtime, method, recording)
         return calls

@@ -103,6 +103,23 @@ async def test_an_instance_id_with_a_trailing_newline_never_reaches_the_engine(
     assert asked == [(container.name,)]
 
 
+async def test_an_engine_prefixed_id_never_reaches_the_only_engine(
+    alice: Api,
+    make_instance: InstanceFactory,
+    runtime_calls: t.Callable[[str], list[tuple[t.Any, ...]]],
+) -> None:
+    # With one engine no id has an ENGINE/ part: "a/b" went to the Docker API as a path
+    # (GET /containers/a/b/json); it is refused before any engine call.
+    container = make_instance()
+    engine_calls = runtime_calls("call")
+    for instance in ["a/b", f"local/{container.name}", f"{container.name}/x"]:
+        status, body = await alice.status("POST", "sessions", body={"instance": instance})
+        assert (status, body["message"]) == (403, "No such tool instance for this user.")
+    assert engine_calls == []
+    assert (await alice.status("POST", "sessions", body={"instance": container.name}))[0] == 201
+    assert engine_calls[0][:2] == ("inspect_container", container.name)
+
+
 @pytest.mark.parametrize(
     "body", ["", "{", "[]", '{"instance": 3}', '{"other": "x"}', '{"instance": NaN}', "null"]
 )

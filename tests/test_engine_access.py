@@ -92,7 +92,7 @@ def test_the_server_says_the_socket_exists_but_this_user_may_not_use_it(
     check = (
         "from jupyter_tool_terminal.runtime.docker import DockerRuntime\n"
         "from jupyter_tool_terminal.runtime import RuntimeUnavailable\n"
-        "runtime = DockerRuntime(ping_timeout=2)\n"
+        "runtime = DockerRuntime(startup_check_timeout=2)\n"
         "try:\n"
         "    runtime.check_available()\n"
         "except RuntimeUnavailable as error:\n"

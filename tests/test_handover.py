@@ -12,6 +12,8 @@ server serving everything.
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import typing as t
 from pathlib import Path
 
@@ -141,14 +143,17 @@ async def test_a_successor_that_dies_midway_leaves_the_server_serving(
     shell_pid = (await term.run("echo $$")).strip()
     await term.run("echo before-$((40 + 2))")
 
+    handover = tool_app.handover
+    assert handover is not None
+
     async def listening() -> bool:
-        return tool_app.predecessor is not None
+        return handover.predecessor is not None
 
     await wait_until(listening)
-    assert tool_app.predecessor is not None
+    assert handover.predecessor is not None
     # Output the shell writes while it is suspended waits for whoever reads it next.
     term.send("stdin", "sleep 1; echo after-$((20 + 1))\r")
-    successor = await asyncio.to_thread(Successor.connect, tool_app.predecessor.path)
+    successor = await asyncio.to_thread(Successor.connect, handover.predecessor.path)
     assert successor is not None
     inheritance = await asyncio.to_thread(successor.receive)
     ((entry, _),) = inheritance.sessions
@@ -167,3 +172,87 @@ async def test_a_successor_that_dies_midway_leaves_the_server_serving(
     assert (await again.run("echo $$")).strip() == shell_pid
     _, other = await alice.terminal(container.name)  # new sessions open again
     assert "fresh" in await other.run("echo fresh")
+
+
+#: A process posing as the running server: it listens at the hand-over socket's path as
+#: another user (SO_PEERCRED gives the uid of whoever called listen()) and prints the bytes a
+#: successor sends it.
+_IMPOSTOR = """
+import os, socket, sys
+sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+sock.bind(sys.argv[1])
+os.chmod(sys.argv[1], 0o666)
+os.setgid(65534)
+os.setuid(65534)
+sock.listen(1)
+print("listening", flush=True)
+sock.settimeout(120)
+conn, _ = sock.accept()
+conn.settimeout(10)
+received = b""
+try:
+    while chunk := conn.recv(4096):
+        received += chunk
+except OSError:
+    pass
+print(received.hex(), flush=True)
+"""
+
+
+def _impostor(path: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", _IMPOSTOR, path], stdout=subprocess.PIPE, text=True
+    )
+
+
+async def test_a_successor_refuses_a_running_server_of_another_user(tmp_path: Path) -> None:
+    """Issue 30.4: whoever listens at the hand-over socket's path as another user is not the
+    running server; the successor hangs up before saying anything and takes nothing."""
+    folder = tmp_path / "server"
+    folder.mkdir()
+    path = str(folder / "handover.sock")
+    impostor = _impostor(path)
+    try:
+        assert impostor.stdout is not None
+        assert await asyncio.to_thread(impostor.stdout.readline) == "listening\n"
+        with running_servers() as servers:
+            log = (folder / "successor.log").open("ab")
+            new = start_server(folder, stderr=log, take_over=True, handover_socket=path)
+            log.close()
+            servers.append(new)
+            assert await asyncio.to_thread(new.process.wait, 60) == FAILED
+        said = await asyncio.to_thread(impostor.communicate, timeout=30)
+        assert said[0].splitlines()[-1] == ""  # not even the successor's hello
+        assert "runs as another user" in (folder / "successor.log").read_text()
+    finally:
+        impostor.kill()
+        impostor.wait()
+
+
+async def test_a_hand_over_socket_in_a_directory_others_can_write_is_refused(
+    tmp_path: Path,
+) -> None:
+    """Another user could put a socket of their own there: neither a successor nor a running
+    server uses such a path."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    socket_path = shared / "handover.sock"
+    path = str(socket_path)
+    folder = tmp_path / "server"
+    with running_servers() as servers:
+        log = (tmp_path / "server.log").open("ab")
+        servers.append(start_server(folder, stderr=log, handover_socket=path))
+        await servers[0].wait_ready()
+        log.close()
+        assert not socket_path.exists()  # the running server does not listen there
+        assert "others can write" in (tmp_path / "server.log").read_text()
+        log = (tmp_path / "successor.log").open("ab")
+        new = start_server(
+            folder, stderr=log, port=servers[0].port, take_over=True, handover_socket=path
+        )
+        log.close()
+        servers.append(new)
+        assert await asyncio.to_thread(new.process.wait, 60) == FAILED
+        assert "others can write" in (tmp_path / "successor.log").read_text()
+        assert servers[0].process.poll() is None

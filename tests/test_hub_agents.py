@@ -20,6 +20,8 @@ PREFIX = f"/services/{SERVICE}/"
 SERVICE_CONFIG = (
     'c.ToolTerminalApp.tool_types = {"sandbox": {"display_name": "Sandbox", '
     '"shell": ["/bin/sh"]}}\n'
+    # This Hub has no per-user subdomains: agents only with the operator's consent (issue 30.6).
+    "c.ToolTerminalApp.agents_on_shared_domain = True\n"
 )
 
 

@@ -522,3 +522,26 @@ async def test_stopping_the_users_server_leaves_her_tool_terminal_open(
     assert not term.closed
     assert "sleep 1000" in await term.run("ps")
     term.ws.close()
+
+
+@pytest.mark.timeout(300)
+async def test_on_a_hub_without_subdomains_no_page_of_the_origin_makes_agents(hub: Hub) -> None:
+    """Issue 30.6. This Hub gives users no subdomains: every user's server is served at the
+    service's origin, so a page Mallory's server serves runs its scripts in that origin. Such a
+    script has what a browser gives any script of the origin: Alice's cookies go with its
+    requests to the service, and it reads the service's ``_xsrf`` cookie (in a frame of a service
+    page, or from ``document.cookie``). Those requests are modelled here: Alice's cookies, her
+    XSRF token, a Referer on Mallory's server. They must not create an agent or grant control."""
+    alice = _login(hub, "alice")
+    await alice.service_login(PREFIX)
+    on_mallorys_page = {"Referer": f"{hub.url}/user/mallory/page.html"}
+    status, body = await alice.json(
+        "POST",
+        f"{PREFIX}tool-terminal/api/agents",
+        data=json.dumps({"name": "planted"}),
+        headers=on_mallorys_page,
+    )
+    assert status == 404, body
+    assert "turned off" in body["message"]
+    status, listed = await alice.json("GET", f"{PREFIX}tool-terminal/api/agents")
+    assert status == 404, listed

@@ -43,11 +43,13 @@ def test_no_module_imports_itself_back() -> None:
 
 
 def test_the_runtimes_import_nothing_above_them() -> None:
-    # (errors.py imports nothing: a runtime's refusal, a file transfer's, carries its status)
+    # (errors.py and settings.py import nothing of the package: a file transfer's refusal
+    # carries its status; a runtime's moved setting warns as every moved setting does)
     allowed = {
         "jupyter_tool_terminal.metrics",
         "jupyter_tool_terminal.tooltypes",
         "jupyter_tool_terminal.errors",
+        "jupyter_tool_terminal.settings",
     }
     for name, imported in imports_within_the_package().items():
         if name.startswith("jupyter_tool_terminal.runtime"):

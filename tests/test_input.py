@@ -21,7 +21,7 @@ from .conftest import (
 class TestInputBacklog:
     @pytest.fixture
     def extension_config(self) -> dict[str, t.Any]:
-        return {"ping_interval": 0.2, "ping_timeout": 0.2, "max_input_backlog": 256 * 1024}
+        return {"ping_interval": 0.2, "pong_timeout": 0.2, "max_input_backlog": 256 * 1024}
 
     async def test_a_paste_nobody_reads_is_refused_and_the_client_stays_healthy(
         self, alice: Api, make_instance: InstanceFactory

@@ -144,7 +144,7 @@ class TestClientCaps:
 class TestIdleTimeout:
     @pytest.fixture
     def extension_config(self) -> dict[str, t.Any]:
-        return {"idle_timeout": 1.0, "ping_interval": 0.1, "ping_timeout": 0.1}
+        return {"idle_timeout": 1.0, "ping_interval": 0.1, "pong_timeout": 0.1}
 
     @both_runtimes
     async def test_idle_sessions_are_closed_and_killed_and_pings_do_not_count(
@@ -177,7 +177,7 @@ class TestIdleTimeout:
 class TestDeadClients:
     @pytest.fixture
     def extension_config(self) -> dict[str, t.Any]:
-        return {"ping_interval": 0.2, "ping_timeout": 0.2}
+        return {"ping_interval": 0.2, "pong_timeout": 0.2}
 
     @both_runtimes
     async def test_a_client_that_never_answers_pings_is_dropped_and_its_session_killed(

@@ -259,7 +259,7 @@ def _recording(
 ) -> Recording:
     """A recording started as a session's would be (blocking: it creates the file)."""
     recorder = Recorder(
-        directory,
+        directory=str(directory),
         max_bytes=10**7,
         redactor=Redactor(),
         record_input=record_input,

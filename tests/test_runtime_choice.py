@@ -37,7 +37,7 @@ def test_the_engine_check_says_where_it_looked_and_what_to_do(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("DOCKER_HOST", NOWHERE)
-    runtime = DockerRuntime(ping_timeout=1)
+    runtime = DockerRuntime(startup_check_timeout=1)
     with pytest.raises(RuntimeUnavailable) as raised:
         runtime.check_available()
     runtime.close()

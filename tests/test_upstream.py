@@ -1,8 +1,8 @@
 """What the extension relies on in its upstreams beyond their documented API, in one place:
 each test fails when an upstream changes it, so that the adapter that uses it is changed too.
 
-- handover.py: tornado's HTTPServer keeps its listening sockets and their accept handlers in
-  ``_sockets`` and ``_handlers``; jupyter_server's ServerApp binds its port in
+- handover/listening.py: tornado's HTTPServer keeps its listening sockets and their accept
+  handlers in ``_sockets`` and ``_handlers``; jupyter_server's ServerApp binds its port in
   ``_find_http_port`` and ``_bind_http_server`` (``serve_only_on_inherited`` skips them).
 - hub.login.HubLoginHandler: JupyterHub's identity provider has a ``hub_auth`` whose
   ``auth_header_pat`` reads the token of an Authorization header and whose ``set_cookie``

@@ -7,33 +7,20 @@ from the user's own JupyterLab, which reaches the service for them (``service_ur
 
 from __future__ import annotations
 
-import html
 import json
 
+import jinja2
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import JupyterHandler
 from tornado import web
 
 from ..base import AUTH_RESOURCE, ToolTerminalMixin
 
-_PAGE = """<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<title>Tool terminals</title>
-<style>
-body {{ font-family: system-ui, sans-serif; margin: 2rem; color: #222; }}
-ul {{ list-style: none; padding: 0; display: flex; flex-wrap: wrap; gap: 1rem; }}
-li {{ border: 1px solid #bbb; border-radius: 6px; padding: 1rem; min-width: 10rem; }}
-.tool {{ color: #666; font-size: 0.9em; }}
-</style>
-</head>
-<body>
-<h1>Tool terminals of {user}</h1>
-{body}
-</body>
-</html>
-"""
+#: The pages' templates (``templates/``), HTML-escaped by default.
+_TEMPLATES = jinja2.Environment(
+    loader=jinja2.PackageLoader("jupyter_tool_terminal.hub", "templates"),
+    autoescape=True,
+)
 
 
 class ToolTilesPage(ToolTerminalMixin, JupyterHandler):
@@ -50,34 +37,10 @@ class ToolTilesPage(ToolTerminalMixin, JupyterHandler):
         if owner is None:
             raise web.HTTPError(403)
         instances = await self.tool_sessions.list_instances(owner)
-        tiles = "".join(
-            f'<li class="jp-ToolTerminal-tile" data-instance="{html.escape(item["id"])}">'
-            f"<strong>{html.escape(item['display_name'])}</strong><br>"
-            f'<span class="tool">{html.escape(item["id"])} ({html.escape(item["status"])})'
-            "</span></li>"
-            for item in instances
-        )
-        body = f"<ul>{tiles}</ul>" if tiles else "<p>You have no tool instances.</p>"
         self.set_header("Content-Type", "text/html; charset=utf-8")
-        self.finish(_PAGE.format(user=html.escape(owner), body=body))
+        page = _TEMPLATES.get_template("tool_tiles.html")
+        self.finish(page.render(user=owner, instances=instances))
 
-
-#: What a login in a frame or window shows: it gives the page that opened it (same origin only)
-#: the user and the XSRF token, and a window closes itself.
-_LOGIN_DONE = """<!DOCTYPE html>
-<html lang="en">
-<head><meta charset="utf-8"><title>Tool terminals: logged in</title></head>
-<body>
-<p>You are logged in to tool terminals; this window can be closed.</p>
-<script>
-const login = {login};
-const target = window.opener || (window.parent !== window ? window.parent : null);
-if (target) {{ target.postMessage(login, window.location.origin); }}
-if (window.opener) {{ window.close(); }}
-</script>
-</body>
-</html>
-"""
 
 #: The ``type`` of the message a login frame or window posts to the page that opened it.
 LOGIN_MESSAGE = "jupyter-tool-terminal:logged-in"
@@ -112,10 +75,12 @@ class LoginPage(ToolTerminalMixin, JupyterHandler):
         self.set_header("Cache-Control", "no-store")
         login = {"user": owner, "xsrf": self.xsrf_token.decode("ascii")}
         if self.get_query_argument("popup", ""):
-            # Inside a <script>: no "</" may end it early (a user name is the Hub's, still).
-            message = json.dumps({"type": LOGIN_MESSAGE, **login}).replace("</", "<\\/")
+            # What the page shows gives the page that opened it (same origin only) the user
+            # and the XSRF token, and a window closes itself. (``tojson`` escapes "<", so no
+            # user name ends the script early.)
+            page = _TEMPLATES.get_template("login_done.html")
             self.set_header("Content-Type", "text/html; charset=utf-8")
-            self.finish(_LOGIN_DONE.format(login=message))
+            self.finish(page.render(login={"type": LOGIN_MESSAGE, **login}))
             return
         self.set_header("Content-Type", "application/json")
         self.finish(json.dumps(login))

@@ -124,7 +124,7 @@ def same_site_cookie_options(options: t.Mapping[str, t.Any]) -> dict[str, t.Any]
 
 
 #: The service's own option: take over the terminals of the service running on its port
-#: (an upgrade or a configuration change that ends none; see ``handover.py``).
+#: (an upgrade or a configuration change that ends none; see the ``handover`` package).
 TAKE_OVER_OPTION = "--take-over"
 
 

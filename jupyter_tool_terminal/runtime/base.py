@@ -134,7 +134,7 @@ class ShellChannel(abc.ABC):
 
     def handover(self) -> tuple[int, dict[str, str]]:
         """The descriptor of the terminal's connection and what names the shell, for a
-        successor (``handover.py``); ``ValueError`` if this terminal cannot change process."""
+        successor (``handover/``); ``ValueError`` if this terminal cannot change process."""
         msg = "this runtime's terminals cannot be handed over"
         raise ValueError(msg)
 
@@ -177,8 +177,15 @@ class ToolRuntime(LoggingConfigurable):
         raise NotImplementedError
 
     async def get_instance(self, instance_id: str) -> Instance | None:
-        """Return the instance named exactly ``instance_id``, or ``None`` if there is none."""
+        """Return the instance named exactly ``instance_id``, or ``None`` if there is none
+        (at once, without asking the engine, when :meth:`could_own` says no)."""
         raise NotImplementedError
+
+    def could_own(self, instance_id: str) -> bool:
+        """Whether an instance of this runtime could have the id ``instance_id``: a valid id,
+        and ``ENGINE/CONTAINER`` only where there are several engines. Ids no runtime could
+        own are refused before any engine call (an engine would read ``a/b`` as a path)."""
+        return valid_instance_id(instance_id) and "/" not in instance_id
 
     async def start_shell(
         self, instance: Instance, tool: ToolType, size: tuple[int, int] | None = None

@@ -24,9 +24,10 @@ import weakref
 
 import docker
 import docker.errors
-from traitlets import Dict, Float, Integer, TraitError, validate
+from traitlets import Dict, Float, Integer, TraitError, observe, validate
 
 from .. import metrics
+from ..settings import rename
 from ..tooltypes import ToolType
 from . import access as engine_access
 from . import docker_files, docker_tls
@@ -250,7 +251,7 @@ class _ExecChannel(ShellChannel):
 
     def handover(self) -> tuple[int, dict[str, str]]:
         """The descriptor of the exec's connection and what names the shell, for a successor
-        (``handover.py``); ``ValueError`` if the connection cannot change process: a TLS
+        (``handover/``); ``ValueError`` if the connection cannot change process: a TLS
         connection's state (a remote engine's) and a thread's transport (SSH) stay here."""
         transport = None if self._stream is None else self._stream.transport
         sock = None if transport is None else transport.get_extra_info("socket")
@@ -335,11 +336,19 @@ class DockerRuntime(ToolRuntime):
         how many opens, resizes and kills can be on their way at once.""",
     ).tag(config=True)
 
-    ping_timeout = Float(
+    startup_check_timeout = Float(
         5,
         min=0.1,
         help="Seconds to wait for the Docker Engine's answer when checking for it at start-up.",
     ).tag(config=True)
+
+    ping_timeout = Float(
+        5, min=0.1, help="Deprecated: the old name of `startup_check_timeout` (the same setting)."
+    ).tag(config=True)
+
+    @observe("ping_timeout")
+    def _ping_timeout_renamed(self, change: t.Mapping[str, t.Any]) -> None:
+        rename(self, change, "startup_check_timeout")
 
     engines = Dict(
         help="""Several Docker engines, one per host: {NAME: {"url": URL, "tls": {"ca": PATH,
@@ -542,7 +551,7 @@ class DockerRuntime(ToolRuntime):
             several.check_at_start(list(self.by_engine.values()), self.log)
             return
         try:
-            client = docker.from_env(timeout=int(max(self.ping_timeout, 1)))
+            client = docker.from_env(timeout=int(max(self.startup_check_timeout, 1)))
         except docker.errors.DockerException as error:
             raise RuntimeUnavailable(engine_access.diagnose().message) from error
         try:
@@ -628,13 +637,27 @@ class DockerRuntime(ToolRuntime):
             self.log.warning("No Swarm manager answers: Swarm instances are left out")
         return sorted([*(engines or []), *(services or [])], key=lambda instance: instance.id)
 
+    def could_own(self, instance_id: str) -> bool:
+        if self.cluster is not None and swarms.split_id(instance_id) is not None:
+            return True
+        if not self.by_engine:
+            return super().could_own(instance_id)
+        engine, _, container = instance_id.partition("/")
+        return engine in self.by_engine and self.by_engine[engine].could_own(container)
+
     async def get_instance(self, instance_id: str) -> DockerInstance | None:
+        if not self.could_own(instance_id):
+            return None
         if self.cluster is not None and swarms.split_id(instance_id) is not None:
             found = await self.cluster.get_instance(instance_id)
             return None if found is None else _as_docker_instance(found)
         if self.by_engine:
             # (an instance of one of its engines: a DockerInstance, its id made ENGINE/...)
             return t.cast("DockerInstance | None", await several.look_up(self, instance_id))
+        return await self._inspect_instance(instance_id)
+
+    async def _inspect_instance(self, instance_id: str) -> DockerInstance | None:
+        """The container named exactly ``instance_id`` on this engine, as an instance."""
         try:
             info = await self.call("inspect_container", instance_id)
         except docker.errors.NotFound:

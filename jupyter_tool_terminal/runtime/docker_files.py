@@ -59,6 +59,7 @@ class DockerInstance(t.Protocol):
     @property
     def container_id(self) -> str: ...
 
+
 STDOUT, STDERR = 1, 2
 #: The largest frame accepted (the engine sends at most 32 KiB of a stream at a time).
 MAX_FRAME = 1 << 20

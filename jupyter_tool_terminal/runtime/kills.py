@@ -107,7 +107,7 @@ class KillWing:
         self._lease_locks: dict[Target, asyncio.Lock] = {}
 
     def handover_state(self) -> dict[str, t.Any]:
-        """What a successor takes over (``handover.py``): this server's id, which its shells
+        """What a successor takes over (``handover/``): this server's id, which its shells
         carry, and the marks of ``"cleanup": "instance"`` containers."""
         return {"server_id": self.server_id, "marks": dict(self._marks)}
 

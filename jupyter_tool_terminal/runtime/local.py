@@ -37,7 +37,7 @@ from traitlets import Dict, Float, List, Unicode, default
 
 from ..tooltypes import ToolType
 from . import local_files, procfs
-from .base import Instance, RuntimeUnavailable, ShellChannel, ToolRuntime, valid_instance_id
+from .base import Instance, RuntimeUnavailable, ShellChannel, ToolRuntime
 from .launch import SERVER_VARIABLE, SESSION_TAG_VARIABLE, shell_command, shell_environment
 from .leases import ServerLease
 from .shells import missing_shell_text
@@ -407,7 +407,7 @@ class LocalRuntime(ToolRuntime):
                 msg = f"{where}: must be a mapping with exactly the keys 'tool' and 'root'"
                 raise RuntimeUnavailable(msg)
             # (The ENGINE/ form is the Docker runtime's, with several engines.)
-            if not valid_instance_id(instance_id) or "/" in instance_id:
+            if not self.could_own(instance_id):
                 msg = f"{where}: an id is 1-128 letters, digits, '_', '.' or '-'"
                 raise RuntimeUnavailable(msg)
             tool, root = spec["tool"], spec["root"]
@@ -519,6 +519,8 @@ class LocalRuntime(ToolRuntime):
         return sorted(self._instances().values(), key=lambda instance: instance.id)
 
     async def get_instance(self, instance_id: str) -> LocalInstance | None:
+        if not self.could_own(instance_id):
+            return None
         return self._instances().get(instance_id)
 
     @staticmethod

@@ -1,5 +1,5 @@
-"""Handing a running server's terminals over to its successor: an upgrade or a configuration
-change that ends no session.
+"""The hand-over's protocol and its two ends: the running server's (:class:`Predecessor`) and its
+successor's (:class:`Successor`, then :func:`adopt`).
 
 Every server listens on a Unix socket in its runtime directory (mode 0600, named after its
 port: :func:`default_socket_path`). A server started with ``take_over`` (the service's
@@ -43,18 +43,17 @@ import json
 import logging
 import os
 import socket
+import stat
 import struct
 import typing as t
 
 from tornado.httpserver import HTTPServer
 
-from .manager import ToolTerminalManager
-from .runtime import ShellChannel, ToolRuntime
-from .session import ToolTerminal
-from .tooltypes import ToolType
-
-if t.TYPE_CHECKING:
-    from jupyter_server.serverapp import ServerApp
+from ..manager import ToolTerminalManager
+from ..runtime import ShellChannel, ToolRuntime
+from ..session import ToolTerminal
+from ..tooltypes import ToolType
+from .listening import close_listening, pause_accepting, resume_accepting
 
 #: The protocol's version: a successor and a predecessor of different versions do not talk.
 PROTOCOL = 1
@@ -99,10 +98,25 @@ def _address(path: str) -> t.Iterator[str]:
 
 
 def _same_user(conn: socket.socket) -> bool:
-    """Whether the peer runs as this process's user (the socket's mode says so already)."""
+    """Whether the other end runs as this process's user (``SO_PEERCRED``: the uid of whoever
+    connected, or of whoever listened). Each side checks the other: the socket's mode keeps
+    other users from connecting, not from listening at the path first."""
     credentials = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     uid: int = struct.unpack("3i", credentials)[1]
     return uid == os.geteuid()
+
+
+def check_directory(path: str) -> None:
+    """Refuse (:class:`HandoverError`) a socket path whose directory another user could write
+    to, or owns: they could put a socket of their own at the path."""
+    directory = os.path.dirname(os.path.abspath(path))
+    info = os.stat(directory)
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        msg = f"others can write to the directory of the hand-over socket {path}"
+        raise HandoverError(msg)
+    if info.st_uid not in (os.geteuid(), 0):
+        msg = f"the directory of the hand-over socket {path} belongs to another user"
+        raise HandoverError(msg)
 
 
 # -- messages ---------------------------------------------------------------------------------
@@ -147,39 +161,6 @@ def receive(sock: socket.socket) -> tuple[dict[str, t.Any], list[int]]:
     return message, fds
 
 
-# -- the listening sockets of the HTTP server (tornado and jupyter_server keep them private) --
-
-
-def _pause_accepting(server: HTTPServer) -> list[socket.socket]:
-    """Stop accepting connections (they wait in the backlog); the listening sockets."""
-    for fd in list(server._handlers):
-        server._handlers.pop(fd)()
-    return list(server._sockets.values())
-
-
-def _resume_accepting(server: HTTPServer, sockets: list[socket.socket]) -> None:
-    server.add_sockets(sockets)
-
-
-def _close_listening(server: HTTPServer, sockets: list[socket.socket]) -> None:
-    for sock in sockets:
-        server._sockets.pop(sock.fileno(), None)
-        sock.close()
-
-
-def serve_only_on_inherited(serverapp: ServerApp, sockets: list[socket.socket]) -> None:
-    """Have ``serverapp`` bind no port of its own: it serves on the predecessor's ``sockets``
-    (added once they are let go of), on their port. jupyter_server has no public way to start
-    without binding, so its two private steps are skipped (``test_upstream`` fails if they go).
-    """
-    address = sockets[0].getsockname()
-    if isinstance(address, tuple):
-        serverapp.port = address[1]
-    server: t.Any = serverapp
-    server._find_http_port = lambda: None
-    server._bind_http_server = lambda: None
-
-
 def _check_ready(answer: t.Mapping[str, t.Any]) -> None:
     if not answer.get("ready"):
         raise HandoverError(answer.get("refused") or "the successor is not ready")
@@ -212,7 +193,9 @@ class Predecessor:
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        """Listen (owner only) at :attr:`path`, replacing a file a dead server left."""
+        """Listen (owner only) at :attr:`path`, replacing a file a dead server left;
+        :class:`HandoverError` if that path is not safe (:func:`check_directory`)."""
+        check_directory(self.path)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -274,7 +257,7 @@ class Predecessor:
     async def _hand_over(self, conn: socket.socket) -> None:
         # (No HTTP server of its own: an embedding that serves it, whose successor binds anew.)
         server = self._http_server()
-        listening = [] if server is None else _pause_accepting(server)
+        listening = [] if server is None else pause_accepting(server)
         handed = False
         try:
             handed = await self._send_all(conn, listening)
@@ -282,14 +265,14 @@ class Predecessor:
             if not handed:
                 # The successor died or refused: nothing was taken, everything goes on here.
                 if server is not None:
-                    _resume_accepting(server, listening)
+                    resume_accepting(server, listening)
                 self._manager.resume_all()
         if not handed:
             return
         await self._manager.hand_off_all()
         self.close()
         if server is not None:
-            _close_listening(server, listening)
+            close_listening(server, listening)
         with contextlib.suppress(OSError):
             await asyncio.to_thread(send, conn, {"bye": True})
         self.log.info("jupyter_tool_terminal: handed over; this server stops")
@@ -389,7 +372,9 @@ class Successor:
 
     @classmethod
     def connect(cls, path: str) -> Successor | None:
-        """Connect to the predecessor listening at ``path``; ``None`` if none listens."""
+        """Connect to the predecessor listening at ``path``; ``None`` if none listens;
+        :class:`HandoverError` if the path is not safe or another user listens there."""
+        check_directory(path)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(TIMEOUT)
         try:
@@ -398,6 +383,10 @@ class Successor:
         except (FileNotFoundError, ConnectionRefusedError):
             sock.close()
             return None
+        if not _same_user(sock):
+            sock.close()  # before a word: it would answer with sockets of its own
+            msg = f"the server listening at {path} runs as another user"
+            raise HandoverError(msg)
         return cls(sock)
 
     def receive(self) -> Inheritance:
