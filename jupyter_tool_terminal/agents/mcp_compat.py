@@ -77,6 +77,13 @@ def tool_result(
     return types.CallToolResult.model_validate(wire)
 
 
+def result_parts(result: types.CallToolResult) -> tuple[bool, str, dict[str, t.Any] | None]:
+    """A tool call's result as (is it an error, its text, its structured content)."""
+    wire = result.model_dump(by_alias=True)
+    text = "\n".join(part.get("text", "") for part in wire.get("content") or ())
+    return bool(wire.get("isError")), text, wire.get("structuredContent")
+
+
 def low_level_server(
     name: str, *, version: str, instructions: str, list_tools: ListTools, call_tool: CallTool
 ) -> Server[t.Any]:
