@@ -49,6 +49,8 @@ class Chat:
 
     def __init__(self, ws: t.Any) -> None:
         self.ws = ws
+        #: Every tool call title the persona's messages showed.
+        self.tool_call_titles: list[str] = []
 
     def send(self, body: str) -> None:
         self.ws.write_message(
@@ -71,6 +73,8 @@ class Chat:
             data = json.loads(frame)
             message = data.get("message") or {}
             body = message.get("body") or ""
+            for call in (message.get("metadata") or {}).get("tool_calls") or ():
+                self.tool_call_titles.append(str(call.get("title")))
             if message.get("sender") == PERSONA_ID and any(word in body for word in words):
                 return str(body)
 
@@ -139,6 +143,9 @@ async def test_a_persona_runs_its_command_in_the_tool_container_once_the_owner_a
     assert reply.startswith("SCRIPTED-REPLY exit=0"), reply
     assert f"ACP-42 | {hostname}" in reply
     assert f"terminal={session['id']}" in reply
+    # The chat pointed to the terminal: first to the approval, then to the terminal itself.
+    assert any("waiting for your approval" in title for title in chat.tool_call_titles)
+    assert any(f"tool terminal {session['id'][:8]}" in title for title in chat.tool_call_titles)
     assert os.uname().nodename not in reply.split("output:", 1)[1]
     # Released: the terminal ended.
     await wait_until(lambda: _no_agent_sessions(alice), timeout=30)

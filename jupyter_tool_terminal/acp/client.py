@@ -90,6 +90,26 @@ class ToolTerminalAcpClient(JaiAcpClient):  # type: ignore[misc]
         super().__init__(*args, **kwargs)
         #: The ACP terminals, by terminal id (the tool terminal's session id).
         self._tool_terminals: dict[str, _Terminal] = {}
+        #: Tool calls' titles as the agent gave them, before a note of ours.
+        self._titles: dict[tuple[str, str], str] = {}
+
+    def _note_on_tool_call(self, session_id: str, persona: t.Any, note: str) -> None:
+        """Add ``note`` to the title of the session's latest unfinished tool call: the chat
+        shows a tool call's title and status only, not a terminal's output.
+
+        ACP's ``terminal/create`` does not name its tool call, and jupyter_ai_acp_client's
+        ToolCallManager lists a session's calls only in its private ``_sessions`` (0.3.3):
+        read here, and nowhere else."""
+        state = getattr(self._tool_call_manager, "_sessions", {}).get(session_id)
+        calls = list(state.tool_calls.values()) if state is not None else []
+        unfinished = [c for c in calls if c.status not in ("completed", "failed")]
+        if not unfinished:
+            return
+        call = unfinished[-1]
+        key = (session_id, call.tool_call_id)
+        title = self._titles.setdefault(key, call.title)
+        call.title = f"{title} — {note}"
+        self._tool_call_manager.flush_tool_call(session_id, call.tool_call_id, persona)
 
     # -- who and where ------------------------------------------------------------------------
 
@@ -209,6 +229,10 @@ class ToolTerminalAcpClient(JaiAcpClient):  # type: ignore[misc]
         if env:
             exports = " ".join(shlex.quote(f"{v.name}={v.value}") for v in env)
             shell_text = f"export {exports}; {shell_text}"
+        if not agent.has_control():
+            self._note_on_tool_call(
+                session_id, persona, "waiting for your approval in JupyterLab (Agents)"
+            )
         await self._await_control(agents, agent, shell_text)
         instance = await self._instance(agents, agent)
         is_error, text, structured = result_parts(
@@ -236,6 +260,9 @@ class ToolTerminalAcpClient(JaiAcpClient):  # type: ignore[misc]
             agents=agents,
             output_limit=DEFAULT_OUTPUT_BYTES if output_byte_limit is None else output_byte_limit,
             run=run,
+        )
+        self._note_on_tool_call(
+            session_id, persona, f"runs in tool terminal {terminal_id[:8]} ({instance})"
         )
         persona.log.info("ACP terminal %s: %s in %s", terminal_id, persona.name, instance)
         return CreateTerminalResponse(terminal_id=terminal_id)
@@ -317,6 +344,8 @@ class ToolTerminalAcpClient(JaiAcpClient):  # type: ignore[misc]
             if terminal.acp_session == session_id:
                 with contextlib.suppress(Exception):
                     await self.release_terminal(session_id, terminal_id)
+        for key in [key for key in self._titles if key[0] == session_id]:
+            del self._titles[key]
         await super().end_session(session_id)
 
 
