@@ -19,6 +19,8 @@ pytest.importorskip("jtt_acp_persona")
 
 from traitlets.config import Config
 
+from jupyter_tool_terminal.acp.client import _tail
+
 from .conftest import ALICE, Api, InstanceFactory, wait_until
 
 PERSONA_ID = "jupyter-ai-personas::jtt_acp_persona::ScriptedAcpPersona"
@@ -171,3 +173,17 @@ async def in_container(container: t.Any, *command: str) -> int:
 
 async def _no_agent_sessions(alice: Api) -> bool:
     return await agent_sessions(alice) == []
+
+
+def test_output_is_the_tail_within_the_byte_limit() -> None:
+    assert _tail("short", False, 100) == ("short", False)
+    # The tools' bounded output (head, a line saying how much was left out, tail): ACP keeps
+    # the tail.
+    bounded = "HEAD\n[... 900 characters left out ...]\nTAIL-END"
+    assert _tail(bounded, True, 100) == ("TAIL-END", True)
+    # At most the limit in bytes, whole characters only (no half of a two-byte é).
+    output, truncated = _tail("aé" * 10, False, 5)
+    assert truncated
+    assert len(output.encode()) <= 5
+    assert output.endswith("aé")
+    assert _tail("abc", False, 0) == ("", True)
