@@ -98,6 +98,7 @@ stage "ruff format --check" ruff format --check .
 stage "mypy (strict)" mypy
 stage "shellcheck (the reaper's script)" shellcheck_stage
 stage "pytest (real Docker Engine, real jupyter_server)" pytest_stage
+stage "Jupyter AI tier: beside jupyter-ai 3.2.0 (mcp 1.x), MCP and ACP tests" bash scripts/test-acp.sh
 stage "frontend: typecheck, lint, unit tests" bash scripts/test-frontend.sh
 stage "packaging: server and lab extensions enabled and OK" extensions_enabled
 stage "packaging: the wheel, installed into a fresh environment" bash scripts/check-wheel.sh

@@ -20,7 +20,7 @@ from jupyter_tool_terminal.app import ToolTerminalApp
 
 from .conftest import ALICE, Api, InstanceFactory, wait_until
 
-AGENT_FIELDS = {"id", "name", "created", "expires", "control_until", "request", "shared"}
+AGENT_FIELDS = {"id", "name", "created", "expires", "control_until", "request", "shared", "kind"}
 
 
 class AgentEvents(logging.Handler):
@@ -79,6 +79,7 @@ async def test_create_list_show_delete(alice: Api, agent_audit: AgentEvents) -> 
     assert created["control_until"] is None
     assert created["request"] is None
     assert created["shared"] == []
+    assert created["kind"] == "mcp"
     expires = datetime.datetime.fromisoformat(created["expires"].replace("Z", "+00:00"))
     made = datetime.datetime.fromisoformat(created["created"].replace("Z", "+00:00"))
     assert (expires - made).total_seconds() == 604800

@@ -25,16 +25,12 @@ import urllib.parse
 
 from jupyter_server.extension.handler import ExtensionHandlerMixin
 from mcp import types
-from mcp.server.lowlevel import Server
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
 from tornado import web
 
+from .mcp_compat import low_level_server, stateless_session_manager, tool_result
 from .tools import TOOLS, AgentTools
 
 if t.TYPE_CHECKING:
-    from mcp.server.context import ServerRequestContext
-
     from .pacing import AgentPacer, Place
 from .store import Agent, AgentStore
 
@@ -60,42 +56,29 @@ class MCPBridge:
 
     def __init__(self, tools: AgentTools) -> None:
         self.tools = tools
-        self.server: Server[t.Any] = Server(
+        self.server = low_level_server(
             "jupyter-tool-terminal",
             version=VERSION,
             instructions=INSTRUCTIONS,
-            on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
+            list_tools=self._list_tools,
+            call_tool=self._call_tool,
         )
-        self.session_manager = StreamableHTTPSessionManager(
-            app=self.server,
-            json_response=True,
-            stateless=True,
-            # The Origin check is the tornado handler's (it knows the server's own host).
-            security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-            max_request_body_size=MAX_BODY,
-        )
+        self.session_manager = stateless_session_manager(self.server, MAX_BODY)
         self._task: asyncio.Task[None] | None = None
         self._running = asyncio.Event()
         self._stopping = asyncio.Event()
         self._start_lock = asyncio.Lock()
 
-    async def _list_tools(
-        self, _ctx: ServerRequestContext[t.Any], _params: types.PaginatedRequestParams | None
-    ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=TOOLS)
+    async def _list_tools(self) -> list[types.Tool]:
+        return TOOLS
 
     async def _call_tool(
-        self, ctx: ServerRequestContext[t.Any], params: types.CallToolRequestParams
+        self, scope: t.Mapping[str, t.Any], name: str, arguments: t.Mapping[str, t.Any] | None
     ) -> types.CallToolResult:
-        request = ctx.request
-        agent = request.scope.get(AGENT_SCOPE_KEY) if request is not None else None
+        agent = scope.get(AGENT_SCOPE_KEY)
         if agent is None:  # (every request reaching the SDK was authenticated first)
-            return types.CallToolResult(
-                content=[types.TextContent(type="text", text="Not authenticated.")],
-                is_error=True,
-            )
-        return await self.tools.call(agent, params.name, params.arguments)
+            return tool_result("Not authenticated.", is_error=True)
+        return await self.tools.call(agent, name, arguments)
 
     async def start(self) -> None:
         """Run the SDK's session manager (once; later calls return at once)."""

@@ -109,6 +109,9 @@ class Agent:
     request: ControlRequest | None = None
     #: Sessions of the owner the agent may read, in the order shared.
     shared: list[str] = dataclasses.field(default_factory=list)
+    #: How it reaches its terminals: ``mcp`` (its token, at the MCP endpoint) or ``acp`` (a
+    #: Jupyter AI persona, through ``jupyter_tool_terminal.acp``; its token is never shown).
+    kind: str = "mcp"
 
     @property
     def expired(self) -> bool:
@@ -129,6 +132,7 @@ class Agent:
             "control_until": isoformat(self.control_until) if self.has_control() else None,
             "request": self.request.model() if self.request is not None else None,
             "shared": list(self.shared),
+            "kind": self.kind,
         }
 
     def to_json(self) -> dict[str, t.Any]:
@@ -143,6 +147,7 @@ class Agent:
             "expires": isoformat(self.expires),
             "control_until": isoformat(self.control_until),
             "request": self.request.model() if self.request is not None else None,
+            "kind": self.kind,
         }
 
     @classmethod
@@ -170,6 +175,7 @@ class Agent:
             )
             if isinstance(request, dict)
             else None,
+            kind=str(data.get("kind", "mcp")),
         )
 
 
@@ -275,7 +281,9 @@ class AgentStore(LoggingConfigurable):
 
     # -- credentials --------------------------------------------------------------------------
 
-    def create(self, owner: str, username: str, name: t.Any) -> tuple[Agent, str]:
+    def create(
+        self, owner: str, username: str, name: t.Any, *, kind: str = "mcp"
+    ) -> tuple[Agent, str]:
         """A new agent of ``owner`` and its token (the only time the token is known)."""
         # The name as given (what rest-api.yml describes); the dialog trims what it sends.
         if not isinstance(name, str) or not AGENT_NAME.fullmatch(name):
@@ -299,6 +307,7 @@ class AgentStore(LoggingConfigurable):
             token_digest=_digest(secret),
             created=created,
             expires=created + datetime.timedelta(seconds=self.token_lifetime),
+            kind=kind,
         )
         self.agents[agent_id] = agent
         self._save()

@@ -24,6 +24,7 @@ from ..manager import Admission, ToolTerminalManager, valid_session_id
 from ..redaction import Redactor
 from ..runtime.base import valid_instance_id
 from .audit import AgentAudit
+from .mcp_compat import tool, tool_result
 from .shell import AgentShell, AgentShellError
 from .store import AgentError, AgentStore, isoformat
 
@@ -248,14 +249,13 @@ _TOOL_SPECS: dict[str, tuple[str, dict[str, t.Any], dict[str, t.Any], bool, bool
 }
 
 TOOLS: list[types.Tool] = [
-    types.Tool(
-        name=name,
-        description=description,
-        input_schema=input_schema,
-        output_schema=output_schema,
-        annotations=types.ToolAnnotations(
-            read_only_hint=read_only, destructive_hint=destructive, open_world_hint=False
-        ),
+    tool(
+        name,
+        description,
+        input_schema,
+        output_schema,
+        read_only=read_only,
+        destructive=destructive,
     )
     for name, (description, input_schema, output_schema, read_only, destructive) in (
         _TOOL_SPECS.items()
@@ -483,9 +483,7 @@ class AgentTools(LoggingConfigurable):
                 session_id=session_id,
                 command=self.redactor.redact(command) if command is not None else None,
             )
-            return types.CallToolResult(
-                content=[types.TextContent(type="text", text=refusal.message)], is_error=True
-            )
+            return tool_result(refusal.message, is_error=True)
         redactor = self.redactors.get(session_id or "", self.redactor)
         self.audit.call(
             agent,
@@ -494,10 +492,7 @@ class AgentTools(LoggingConfigurable):
             session_id=session_id or structured.get("session"),
             command=redactor.redact(command) if command is not None else None,
         )
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=summary)],
-            structured_content=structured,
-        )
+        return tool_result(summary, structured=structured)
 
     async def _list_instances(
         self, agent: Agent, _arguments: dict[str, t.Any]

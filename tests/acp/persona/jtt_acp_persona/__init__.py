@@ -1,0 +1,1 @@
+"""A scripted ACP agent and the Jupyter AI persona that runs it (tests only)."""
