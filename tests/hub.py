@@ -131,7 +131,10 @@ def service_mode_config(
     """
     prefix = f"/services/{service}/"
     (directory / "service_config.py").write_text(
-        'c = get_config()  # noqa\nc.ToolTerminalApp.runtime = "docker"\n' + service_config
+        'c = get_config()  # noqa\nc.ToolTerminalApp.runtime = "docker"\n'
+        # Nothing of the service is left once a session ends (conftest's docker_runtime_config).
+        + "c.DockerRuntime.lease_linger = 0\n"
+        + service_config
     )
     config_dir = directory / "user-config"
     config_dir.mkdir(exist_ok=True)
