@@ -94,7 +94,7 @@ stage "packaging: the wheel, installed into a fresh environment" bash scripts/ch
 stage "browser end-to-end test (Debian chromium)" browser_stage
 stage "browser test through JupyterHub (service mode, Debian chromium)" bash scripts/test-browser-hub.sh
 stage "Binder demo: binder/ in a fresh environment, no Docker, contract and browser" bash scripts/test-binder.sh
-stage "benchmark, quick mode (every measurement path works)" python benchmarks/run.py --quick
+stage "benchmark, quick mode (every measurement path works, no guarded ratio regressed)" python benchmarks/run.py --quick
 
 echo
 # The stage column is as wide as the longest name, so that the columns stay aligned.
