@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import os
 import sys
 import typing as t
 
@@ -66,11 +67,20 @@ async def measure_churn(
         # Let the churn get going before measuring.
         await asyncio.sleep(0.5)
         await loop_lag(client, target)
+        profiling = bool(os.environ.get("BENCH_STALL_MS") or os.environ.get("BENCH_CPU_MS"))
+        if profiling and target.kind != "raw":
+            await client.request(target, "GET", "/bench/stalls")  # from here on
         busy: list[float] = []
         await type_keys(
             term, busy, count=count, deadline=loop.time() + plan.churn_seconds, pause=pause
         )
         busy_lag = await loop_lag(client, target)
+        # What the server's loop ran while late, with ``--stalls`` (lagprobe.py).
+        stalls = (
+            await client.request(target, "GET", "/bench/stalls")
+            if profiling and target.kind != "raw"
+            else None
+        )
         report, _ = await asyncio.wait_for(worker.communicate(), plan.churn_seconds + 60)
         # The machine's CPU over the churn, less what typing alone costs, per cycle.
         churn_cpu = machine_busy_seconds() - churn_busy - quiet_rate * (loop.time() - churn_began)
@@ -104,6 +114,7 @@ async def measure_churn(
         "period_s": period,
         "quiet_loop_lag": quiet_lag,
         "churn_loop_lag": busy_lag,
+        **({"churn_stalls": stalls} if stalls is not None else {}),
     }
 
 

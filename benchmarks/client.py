@@ -142,6 +142,9 @@ class Client:
         self._api: t.Any = None
         #: How often a ready marker had to be sent again (see ``open``).
         self.resends = 0
+        #: The last open's steps of a server's terminal, in seconds from its request: the
+        #: REST answer (``post``) and the WebSocket's upgrade (``websocket``).
+        self.last_steps: dict[str, float] = {}
 
     def close(self) -> None:
         """Close the HTTP client and the Docker client."""
@@ -187,6 +190,7 @@ class Client:
         """Open a terminal; returns it and the seconds from the request to a proven-ready shell
         (the echoed marker). The shell is then at the benchmark prompt."""
         start = time.perf_counter()
+        self.last_steps = {}
         term: Term
         if target.kind == "raw":
             term = await self._open_raw(target)
@@ -199,7 +203,9 @@ class Client:
             else:
                 model = await self.request(target, "POST", "/api/terminals")
                 ident, path = model["name"], f"/terminals/websocket/{model['name']}"
+            self.last_steps["post"] = time.perf_counter() - start
             term = WsTerm(ident, await self.websocket(target, path))
+            self.last_steps["websocket"] = time.perf_counter() - start
             await term.ws.write_message(json.dumps(["set_size", 24, 80, 0, 0]))
         try:
             # Input sent in the instant a busybox shell starts can be lost (seen about once in

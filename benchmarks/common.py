@@ -52,12 +52,16 @@ class Plan:
     churn_seconds: float
     churners: int
     flood_rounds: int
+    #: Lines of configuration added to this project's server (``--tool-config``): to measure
+    #: a setting, or a regression the guard must catch.
+    tool_config: str = ""
 
     @classmethod
     def make(cls, quick: bool) -> Plan:
-        """The sizes of ``--quick`` (every path once, tiny) or of a full run."""
+        """The sizes of ``--quick`` (every path tiny, except the opens and keystrokes the guard
+        checks: enough of them for a median that holds still) or of a full run."""
         if quick:
-            return cls(True, 3, 10, 1_000_000, [5], [5], 2.0, 2.0, 2, 1)
+            return cls(True, 10, 100, 1_000_000, [5], [5], 2.0, 2.0, 2, 1)
         return cls(False, 30, 300, 50_000_000, [50, 200, 500], [50, 200], 10.0, 10.0, 4, 5)
 
 

@@ -3,16 +3,22 @@
 Every target types ``plan.keystrokes`` keys on one terminal, a line each in turn. Beside it, on
 every server, the WebSocket hop alone (lagprobe's ``/bench/echo``), and the floor that gives:
 hop + C's echo, and what a path adds above it (``echo p50 - hop - C``).
+
+``over_C`` is what the guard checks (``guard.py``): every path's keystrokes paired one by one
+with C's, each key timed on the path and then at once on C, and the median of the pairs'
+ratios. A line of each in turn is not enough on a loaded machine (the load of one line is not
+the next one's: the ratio of the p50s moved 0.5-9x over ten runs); a pair shares its moment.
 """
 
 from __future__ import annotations
 
 import contextlib
+import time
 import typing as t
 import urllib.parse
 
 from client import Client, Term, WsTerm, type_keys
-from common import LINE, PROMPT, Plan, Target, ms, percentile
+from common import KEYS, LINE, PROMPT, Plan, Target, ms, percentile
 
 
 async def measure_echoes(
@@ -25,6 +31,7 @@ async def measure_echoes(
     hops: dict[str, Term] = {}
     samples: dict[str, list[float]] = {target.key: [] for target in targets}
     hop_samples: dict[str, list[float]] = {}
+    paired: dict[str, list[float]] = {}
     try:
         for target in targets:
             terms[target.key], _ = await client.open(target)
@@ -42,6 +49,13 @@ async def measure_echoes(
                         await type_keys(
                             hops[target.key], hop_samples[target.key], count=min(LINE, left)
                         )
+        reference = next((target for target in targets if target.kind == "raw"), None)
+        if reference is not None:
+            for target in targets:
+                if target is not reference:
+                    paired[target.key] = await paired_ratios(
+                        terms[target.key], terms[reference.key], plan.keystrokes
+                    )
     finally:
         for target in targets:
             if target.key in terms:
@@ -57,6 +71,8 @@ async def measure_echoes(
             "max_ms": ms(max(values)),
             "n": len(values),
         }
+        if paired.get(key):
+            figures[key]["over_C"] = round(percentile(paired[key], 0.5), 3)
         if hop_samples.get(key):
             figures[key]["hop_p50_ms"] = ms(percentile(hop_samples[key], 0.5))
             figures[key]["hop_p99_ms"] = ms(percentile(hop_samples[key], 0.99))
@@ -69,3 +85,28 @@ async def measure_echoes(
             found["floor_p50_ms"] = round(floor, 3)
             found["above_floor_p50_ms"] = round(found["p50_ms"] - floor, 3)
     return figures
+
+
+async def paired_ratios(term: Term, raw: Term, count: int) -> list[float]:
+    """``count`` keystrokes on ``term``, each followed at once by one on ``raw``; the ratio of
+    each pair's echo times. Lines are comments, submitted every ``LINE`` keys on both."""
+    ratios: list[float] = []
+    while len(ratios) < count:
+        for both in (term, raw):
+            both.buf = ""
+            await both.send("#")
+            await both.expect("#")
+        for index in range(min(LINE, count - len(ratios))):
+            key = KEYS[index % len(KEYS)]
+            times = []
+            for both in (term, raw):
+                both.buf = ""
+                start = time.perf_counter()
+                await both.send(key)
+                await both.expect(key)
+                times.append(time.perf_counter() - start)
+            ratios.append(times[0] / times[1])
+        for both in (term, raw):
+            await both.send("\r")
+            await both.expect(PROMPT)
+    return ratios

@@ -57,6 +57,8 @@ async def measure_hub_modes(client: Client, plan: Plan) -> dict[str, t.Any]:
                 # The per-user server holds the engine itself and serves its own terminals.
                 user_config=tool_types + "c.ToolTerminalApp.service_url = ''\n",
                 user_environment={"DOCKER_HOST": os.environ.get("DOCKER_HOST", "")},
+                # Both modes as deployed: the service keeps its leases as the per-user server.
+                lease_linger=None,
             )
             running = running_hub(Path(directory), config)
             hub = await asyncio.to_thread(running.__enter__)

@@ -7,16 +7,32 @@ It also serves ``/bench/echo``, a terminado-protocol WebSocket without a shell b
 ``prompt`` query argument). Typing into it measures what one WebSocket hop through this very
 server costs, the part of every echo that no terminal backend can remove.
 
+With ``BENCH_CPU_MS`` set, every callback the event loop runs is timed in CPU time of the loop's
+thread (which the machine's load does not inflate, unlike wall time): those that took more
+are counted by what they ran (a task's coroutine, or the callback's name) with their largest
+CPU time, and ``GET /bench/stalls`` returns them too (``cpu``).
+
+With ``BENCH_STALL_MS`` set in its environment, a thread also samples what the event loop runs
+whenever it is that many milliseconds late (the loop's thread's stack, its innermost frames of
+the project, tornado or asyncio); ``GET /bench/stalls`` returns the samples counted by stack
+and resets them. A stall spent waiting in ``select`` is the machine's, not the server's, and is
+not counted. That is how a close or an open that holds the loop is found (``--stalls``).
+
 Only the benchmark's own servers load it (``PYTHONPATH`` points at this folder).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import gc
 import json
 import math
+import os
+import sys
+import threading
 import time
+import traceback
 import typing as t
 
 from jupyter_server.base.handlers import APIHandler
@@ -61,6 +77,98 @@ def _percentile(values: list[float], fraction: float) -> float:
         return math.nan
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, math.ceil(fraction * len(ordered)) - 1))]
+
+
+#: Stacks of the event loop's thread seen while it was late, counted (``BENCH_STALL_MS``).
+_stalls: collections.Counter[str] = collections.Counter()
+_heartbeat = [time.perf_counter()]
+
+
+async def _beat() -> None:
+    while True:
+        _heartbeat[0] = time.perf_counter()
+        await asyncio.sleep(0.001)
+
+
+def _watch(thread_id: int, late: float) -> None:
+    """Sample the loop thread's stack whenever its heartbeat is ``late`` seconds old."""
+    sampled_beat = 0.0
+    while True:
+        time.sleep(late / 4)
+        beat = _heartbeat[0]
+        if time.perf_counter() - beat < late or beat == sampled_beat:
+            continue
+        sampled_beat = beat  # one sample per stall
+        frame = sys._current_frames().get(thread_id)
+        if frame is None:
+            continue
+        stack = traceback.extract_stack(frame)
+        if stack and stack[-1].name in ("select", "poll", "_run_once"):
+            continue  # waiting for events: the loop is idle, the machine was busy
+        # The innermost frames of what ran (the library frames below them say little).
+        shown = [f"{_file_name(f.filename)}:{f.lineno} {f.name}" for f in stack[-6:]]
+        _stalls[" <- ".join(reversed(shown))] += 1
+
+
+def _file_name(filename: str) -> str:
+    parts = filename.split(os.sep)
+    return "/".join(parts[-2:])
+
+
+#: Callbacks that took more than ``BENCH_CPU_MS`` of the loop thread's CPU: (count, max ms).
+_heavy: dict[str, list[float]] = {}
+
+
+def _callback_name(handle: asyncio.Handle) -> str:
+    callback = getattr(handle, "_callback", None)
+    task = getattr(callback, "__self__", None)
+    if isinstance(task, asyncio.Task):
+        coro = task.get_coro()
+        frame = getattr(coro, "cr_frame", None)
+        where = ""
+        if frame is not None:
+            owner = frame.f_locals.get("self")
+            request = getattr(owner, "request", None)
+            of = f" of {type(owner).__name__}" if owner is not None else ""
+            if request is not None:
+                of += f" {request.method}"
+            where = f"{of} at line {frame.f_lineno}"
+        return f"task {getattr(coro, '__qualname__', coro)}{where}"
+    return getattr(callback, "__qualname__", repr(callback))
+
+
+def _time_callbacks(limit: float) -> None:
+    """Count the loop's callbacks that take more than ``limit`` seconds of its thread's CPU."""
+    run = asyncio.events.Handle._run
+
+    def timed(handle: asyncio.Handle) -> None:
+        began = time.thread_time()
+        try:
+            run(handle)
+        finally:
+            spent = time.thread_time() - began
+            if spent > limit:
+                # Named after the run: a task's frame then shows where it stopped.
+                entry = _heavy.setdefault(_callback_name(handle), [0, 0.0])
+                entry[0] += 1
+                entry[1] = max(entry[1], round(spent * 1000, 3))
+
+    asyncio.events.Handle._run = timed  # type: ignore[method-assign,assignment]
+
+
+class StallsHandler(APIHandler):
+    """The loop's stacks sampled while it was late, and its heavy callbacks, since the last
+    read (and reset)."""
+
+    @web.authenticated
+    async def get(self) -> None:
+        found = {
+            "stalls": dict(_stalls.most_common(20)),
+            "cpu": dict(sorted(_heavy.items(), key=lambda item: -item[1][1])[:20]),
+        }
+        _stalls.clear()
+        _heavy.clear()
+        self.finish(json.dumps(found))
 
 
 class LagHandler(APIHandler):
@@ -128,6 +236,7 @@ def _load_jupyter_server_extension(serverapp: t.Any) -> None:
         ".*$",
         [
             (url_path_join(base, "/bench/lag"), LagHandler),
+            (url_path_join(base, "/bench/stalls"), StallsHandler),
             (
                 url_path_join(base, "/bench/echo"),
                 EchoSocket,
@@ -138,6 +247,18 @@ def _load_jupyter_server_extension(serverapp: t.Any) -> None:
 
     def start() -> None:
         _task.append(asyncio.create_task(_probe()))
+        cpu_ms = float(os.environ.get("BENCH_CPU_MS") or 0)
+        if cpu_ms > 0:
+            _time_callbacks(cpu_ms / 1000)
+        stall_ms = float(os.environ.get("BENCH_STALL_MS") or 0)
+        if stall_ms > 0:
+            _task.append(asyncio.create_task(_beat()))
+            threading.Thread(
+                target=_watch,
+                args=(threading.get_ident(), stall_ms / 1000),
+                name="lagprobe-stalls",
+                daemon=True,
+            ).start()
 
     gc.callbacks.append(_on_gc)
     IOLoop.current().add_callback(start)

@@ -41,7 +41,7 @@ async def start_targets(
             f"c.ToolTerminalApp.max_sessions = {ns + 50}\n"
             f"c.ToolTerminalApp.max_sessions_per_user = {ns + 50}\n"
             f"c.ToolTerminalApp.max_clients_per_user = {ns + 50}\n"
-            f"c.DockerRuntime.threads = 64\n",
+            f"c.DockerRuntime.threads = 64\n" + plan.tool_config,
             container,
         ),
         "local": lambda: lab.start_server(

@@ -17,7 +17,8 @@ It measures opening a terminal, keystroke echo, a flood of output, many concurre
 sessions and one typing session while others open and close, prints one table with every figure
 of this project as a ratio to A, B and C of the same run, writes a JSON file and a plot.
 
-``--quick`` runs every path once with tiny sizes (what CI runs); it exits non-zero if any fails.
+``--quick`` runs every path once with tiny sizes (what CI runs); it exits non-zero if any fails
+or if a guarded ratio crossed its bound (``guard.py``: a regression).
 Every container and server it starts is removed at the end, also on failure or Ctrl-C.
 
 This file is the entry point and the order of the run; each figure's code is beside it:
@@ -35,6 +36,7 @@ import contextlib
 import dataclasses
 import datetime
 import json
+import os
 import resource
 import signal
 import sys
@@ -47,6 +49,7 @@ from client import Client
 from common import HERE, REPO, Plan, Target
 from echo import measure_echoes
 from flood import measure_floods
+from guard import breached_phases, check_guards
 from hub import measure_hub_modes
 from lab import Lab
 from opens import measure_opens
@@ -111,6 +114,15 @@ async def run(plan: Plan, lab: Lab, only: set[str], phases: set[str]) -> dict[st
 
         await all_targets("open", measure_opens)
         await all_targets("echo", measure_echoes)
+        # A guarded ratio that crossed its bound is measured once more, and the second
+        # measurement counts: a regression crosses it twice, a moment of the machine's load
+        # (one run in twenty did, at 2.6x) rarely does. The first is kept beside it.
+        for phase, measure in (("open", measure_opens), ("echo", measure_echoes)):
+            if phase in phases and phase in breached_phases(figures, max(plan.scale_ns)):
+                first = figures["tool"].get(phase)
+                print(f"  {phase}: a guarded ratio crossed its bound; measured again", flush=True)
+                await all_targets(phase, measure)
+                figures["tool"][f"{phase}_first"] = first
         await all_targets("flood", measure_floods)
         if "hub" in only:
             await path("hub", "modes", measure_hub_modes(client, plan))
@@ -179,6 +191,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--scale-ns", help="comma-separated session counts of the scale phase (e.g. 500)"
     )
+    parser.add_argument(
+        "--tool-config",
+        default="",
+        help="lines of jupyter_server configuration added to this project's server (to "
+        "measure a setting, e.g. 'c.DockerRuntime.lease_linger = 0', or check the guard)",
+    )
+    parser.add_argument(
+        "--stalls",
+        type=float,
+        help="sample what each server's event loop runs whenever it is this many ms late "
+        "(lagprobe.py); the churn reports the stacks (finds what an open or close holds)",
+    )
+    parser.add_argument(
+        "--callback-cpu",
+        type=float,
+        help="count the callbacks of each server's event loop that take more than this many "
+        "ms of its CPU (lagprobe.py); the churn reports them",
+    )
     parser.add_argument("--churn-worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.churn_worker:
@@ -186,6 +216,10 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(summary), flush=True)
         return 0
 
+    if args.stalls:
+        os.environ["BENCH_STALL_MS"] = str(args.stalls)  # the servers inherit it
+    if args.callback_cpu:
+        os.environ["BENCH_CPU_MS"] = str(args.callback_cpu)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     with contextlib.suppress(ValueError, OSError):
         resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 65536)), hard))
@@ -201,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
         plan.flood_rounds = args.flood_rounds
     if args.scale_ns:
         plan.scale_ns = plan.scale_ns_b = [int(n) for n in args.scale_ns.split(",")]
+    plan.tool_config = args.tool_config + "\n" if args.tool_config else ""
     only = {key.strip() for key in args.only.split(",") if key.strip()}
     default = "open,echo,flood,scale,churn" + ("" if args.quick else ",churnmax")
     phases = {key.strip() for key in (args.phases or default).split(",") if key.strip()}
@@ -214,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         lab.cleanup()
 
     results["checks"] = check_targets(results, plan)
+    results["guards"] = check_guards(results, max(plan.scale_ns))
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = args.out or HERE / "results" / f"{results['mode']}-{stamp}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -236,11 +272,24 @@ def main(argv: list[str] | None = None) -> int:
         plot(results, plan, plot_path)
     except Exception as error:  # noqa: BLE001 - recorded
         results["errors"].append(f"plot: {type(error).__name__}: {error}")
+    print()
+    for guard in results["guards"]:
+        held = "held" if guard["held"] else "BREACHED"
+        print(f"  [guard {held}] {guard['guard']}: {guard['ratio']} (bound {guard['bound']})")
     print(f"\nresults: {out}\nplot: {plot_path}\ntook {results['seconds']} s")
+    failed = 0
     if results["errors"]:
         print("\nFAILED paths:\n  " + "\n  ".join(results["errors"]), file=sys.stderr)
-        return 1
-    return 0
+        failed = 1
+    # Only the guards of the paths measured: a partial run checks what it ran.
+    breached = [
+        guard for guard in results["guards"] if not guard["held"] and guard["ratio"] is not None
+    ]
+    if breached:
+        names = ", ".join(guard["guard"] for guard in breached)
+        print(f"\nGUARD BREACHED (a regression?): {names}", file=sys.stderr)
+        failed = 1
+    return failed
 
 
 if __name__ == "__main__":

@@ -107,7 +107,7 @@ stage "browser test through JupyterHub (service mode, Debian chromium)" bash scr
 stage "Binder demo: binder/ in a fresh environment, no Docker, contract and browser" bash scripts/test-binder.sh
 # The documentation site, warnings as errors, with the tools installed into the project's venv.
 stage "docs: the Sphinx site builds (warnings are errors)" env JTT_DOCS_VENV="${JTT_VENV:-$repo/.venv}" bash scripts/docs.sh
-stage "benchmark, quick mode (every measurement path works)" python benchmarks/run.py --quick
+stage "benchmark, quick mode (every measurement path works, no guarded ratio regressed)" python benchmarks/run.py --quick
 
 echo
 # The stage column is as wide as the longest name, so that the columns stay aligned.

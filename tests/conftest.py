@@ -457,11 +457,23 @@ def suite_defaults() -> dict[str, t.Any]:
 
 
 @pytest.fixture
+def docker_runtime_config() -> dict[str, t.Any]:
+    """DockerRuntime settings of the whole suite (tests may override).
+
+    A server's lease ends with its container's last shell (``lease_linger = 0``), so that
+    "nothing is left once the session ends" holds at once, which many tests check; the product
+    default (the lease stays a while for the next open) has its own tests, which override this.
+    """
+    return {"lease_linger": 0}
+
+
+@pytest.fixture
 def jp_server_config(
     tool_types: dict[str, t.Any],
     suite_defaults: dict[str, t.Any],
     runtime_config: dict[str, t.Any],
     extension_config: dict[str, t.Any],
+    docker_runtime_config: dict[str, t.Any],
 ) -> Config:
     return Config(
         {
@@ -475,7 +487,10 @@ def jp_server_config(
                 **runtime_config,
                 **extension_config,
             },
-            **({"DockerRuntime": {"engines": SEVERAL_ENGINES}} if SEVERAL_ENGINES else {}),
+            "DockerRuntime": {
+                **docker_runtime_config,
+                **({"engines": SEVERAL_ENGINES} if SEVERAL_ENGINES else {}),
+            },
         }
     )
 

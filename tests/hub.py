@@ -123,15 +123,21 @@ def service_mode_config(
     service_config: str,
     user_config: str = "",
     user_environment: dict[str, str] | None = None,
+    lease_linger: float | None = 0,
 ) -> str:
     """Hub config for service mode: the tool-terminal service and users' servers without engine.
 
     ``service_config`` and ``user_config`` are Python appended to the service's and to the
     users' servers' jupyter config; the users' servers point their JupyterLab at the service.
+    The service's ``DockerRuntime.lease_linger`` is ``lease_linger`` (default 0: nothing of
+    the service is left once a session ends, as conftest's docker_runtime_config; ``None``:
+    the product default, as the benchmark measures it).
     """
     prefix = f"/services/{service}/"
     (directory / "service_config.py").write_text(
-        'c = get_config()  # noqa\nc.ToolTerminalApp.runtime = "docker"\n' + service_config
+        'c = get_config()  # noqa\nc.ToolTerminalApp.runtime = "docker"\n'
+        + ("" if lease_linger is None else f"c.DockerRuntime.lease_linger = {lease_linger!r}\n")
+        + service_config
     )
     config_dir = directory / "user-config"
     config_dir.mkdir(exist_ok=True)

@@ -151,6 +151,9 @@ def start_server(
                     "tool_types": {"sandbox": {}},
                     **tool_terminal,
                 },
+                # Nothing of a server is left once its last session ends (as in conftest's
+                # docker_runtime_config): the leases end with the last shell.
+                "DockerRuntime": {"lease_linger": 0},
             }
         )
     )

@@ -67,6 +67,9 @@ class ExternalService:
             "c = get_config()  # noqa\n"
             'c.ToolTerminalApp.runtime = "docker"\n'
             f"c.ToolTerminalApp.tool_types = {shells!r}\n"
+            # Nothing of the service is left once a session ends (conftest's
+            # docker_runtime_config).
+            "c.DockerRuntime.lease_linger = 0\n"
         )
         environment = external_service_environment(
             name=SERVICE,

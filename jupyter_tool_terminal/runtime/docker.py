@@ -350,6 +350,16 @@ class DockerRuntime(ToolRuntime):
     def _ping_timeout_renamed(self, change: t.Mapping[str, t.Any]) -> None:
         rename(self, change, "startup_check_timeout")
 
+    lease_linger = Float(
+        60,
+        min=0,
+        help="""Seconds this server's lease (the reaper exec it keeps in a container where its
+        shells run) stays after the container's last shell ended. An open into a container
+        without a lease waits for one to start (one exec more before the shell's own); a
+        lease that stays spares that to the terminals opened again soon after (a reset, a
+        reload, the next terminal). 0: the lease ends with the last shell.""",
+    ).tag(config=True)
+
     engines = Dict(
         help="""Several Docker engines, one per host: {NAME: {"url": URL, "tls": {"ca": PATH,
         "cert": PATH, "key": PATH}}} (tls optional, for tcp:// urls; URL as DOCKER_HOST:
@@ -409,7 +419,7 @@ class DockerRuntime(ToolRuntime):
         self._client_lock = threading.Lock()
         self._tls_context: ssl.SSLContext | None = None
         #: The kill wing: every shell's end, this server's leases, orphans of others.
-        self.kills = KillWing(self, on_deferred=self._count_deferred_kill)
+        self.kills = KillWing(self, on_deferred=self._count_deferred_kill, linger=self.lease_linger)
         self._channels: weakref.WeakSet[_ExecChannel] = weakref.WeakSet()
         #: Shells instances lack (logged once each), and the one of ``shells`` each has.
         self.missing_shells = MissingShells(self.log)

@@ -81,7 +81,13 @@ class Engine(t.Protocol):
 class KillWing:
     """Kills shells' processes for one engine, and keeps this server's leases there."""
 
-    def __init__(self, engine: Engine, on_deferred: t.Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        on_deferred: t.Callable[[], None] | None = None,
+        *,
+        linger: float = 0.0,
+    ) -> None:
         self._engine = engine
         self.log = engine.log
         #: Called for each kill that cannot run when asked (the engine or container is not
@@ -105,6 +111,10 @@ class KillWing:
         #: README, "What the kill guarantees": after a crash).
         self.server_id = secrets.token_hex(16)
         self._lease_locks: dict[Target, asyncio.Lock] = {}
+        #: Seconds a lease outlives the last shell of its target (0: it ends with it).
+        self.linger = linger
+        # The retirements of leases whose target has no live shell, due after ``linger``.
+        self._retirements: dict[Target, asyncio.TimerHandle] = {}
 
     def handover_state(self) -> dict[str, t.Any]:
         """What a successor takes over (``handover/``): this server's id, which its shells
@@ -127,6 +137,9 @@ class KillWing:
             )
         for watcher in self._pause_watchers.values():
             watcher.cancel()
+        for retirement in self._retirements.values():
+            retirement.cancel()
+        self._retirements.clear()
         for reaper in self._reapers.values():
             reaper.close()
         self._reapers.clear()
@@ -233,10 +246,37 @@ class KillWing:
             live.difference_update(tags)
         if not live:
             self._live_tags.pop(target, None)
-            # No shell is left to kill: the reaper goes too, and the container is as before.
-            if (idle := self._reapers.pop(target, None)) is not None:
-                idle.close()
+            # No shell is left to kill: the reaper goes too (after ``linger``), and the
+            # container is as before.
+            self._retire_later(target)
         return True
+
+    def _retire_later(self, target: Target) -> None:
+        """End the target's reaper once it has had no live shell for ``linger`` seconds.
+
+        Starting a lease costs a shell's open an exec that must run and answer before the
+        shell starts (as long again as the shell's own start): a lease that stays a while
+        spares that to the next open (a reset, a reload, a terminal opened again), and the
+        kills meanwhile go through it instead of an exec of their own.
+        """
+        if (pending := self._retirements.pop(target, None)) is not None:
+            pending.cancel()
+        reaper = self._reapers.get(target)
+        if reaper is None:
+            return
+        if self.linger <= 0:
+            self._retire(target, reaper)
+            return
+        self._retirements[target] = asyncio.get_running_loop().call_later(
+            self.linger, self._retire, target, reaper
+        )
+
+    def _retire(self, target: Target, reaper: Reaper) -> None:
+        self._retirements.pop(target, None)
+        if self._live_tags.get(target) or self._reapers.get(target) is not reaper:
+            return  # a shell started there meanwhile, or the reaper was replaced
+        del self._reapers[target]
+        reaper.close()
 
     async def _kill_session(self, target: Target, tags: list[str]) -> bool:
         reaper = self._reapers.get(target)
@@ -313,8 +353,10 @@ class KillWing:
         """
         lock = self._lease_locks.setdefault(target, asyncio.Lock())
         async with lock:
+            if (pending := self._retirements.pop(target, None)) is not None:
+                pending.cancel()  # a shell starts there again: the lease stays
             reaper = self._reapers.get(target)
-            if reaper is not None and not reaper.broken:
+            if reaper is not None and not reaper.gone:
                 return True
             reaper = await self._start_reaper(target)
             return reaper is not None and await self._kill_orphans(target, reaper)

@@ -282,6 +282,12 @@ class Reaper:
         del self._incoming[:size]
         return piece
 
+    @property
+    def gone(self) -> bool:
+        """Whether the reaper cannot answer any more: closed, or its exec ended (a reaper
+        kept while no shell runs may see its container restart)."""
+        return self.broken or self._stream.ended
+
     def close(self) -> None:
         """Close the stream: the reaper reads end-of-file and exits."""
         self.broken = True

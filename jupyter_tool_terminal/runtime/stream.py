@@ -127,6 +127,11 @@ class ShellStream(asyncio.BufferedProtocol):
     # -- reading and writing --------------------------------------------------------------
 
     @property
+    def ended(self) -> bool:
+        """Whether the connection reached its end (nothing more will be read)."""
+        return self._eof
+
+    @property
     def buffered(self) -> int:
         """Bytes of output read from the connection and not yet taken by :meth:`read`."""
         return len(self._buffer)
