@@ -31,7 +31,7 @@ from .protocol import ClientMessage, Stdin
 from .recording import Recorder, RecordingError
 from .runtime import RuntimeUnavailable, ToolRuntime
 from .runtime.base import Instance, ShellChannel, valid_instance_id
-from .screens import ScreenModels
+from .screen import ScreenModels
 from .session import TerminalClient, ToolTerminal
 from .tooltypes import ToolType
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tool_terminal.screens import BACKENDS, new_model
+from jupyter_tool_terminal.screen import BACKENDS, model_class
 
 from . import reference_terminal
 
@@ -132,7 +132,7 @@ def differences(direct: dict[str, t.Any], replayed: dict[str, t.Any]) -> list[st
 
 async def snapshot_of(backend: str, output: str, rows: int = 24, cols: int = 80) -> str:
     """What a client attaching after ``output`` receives from a model on ``backend``."""
-    model = new_model(backend, rows, cols, scrollback_lines=500, replay_buffer_size=256 * 1024)
+    model = model_class(backend)(rows, cols, scrollback_lines=500, replay_buffer_size=256 * 1024)
     model.feed(output)
     snapshot = await model.snapshot()
     while model.queued:

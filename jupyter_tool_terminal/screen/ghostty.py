@@ -25,12 +25,9 @@ import time
 import typing as t
 import unicodedata
 
-from .ghostty import Terminal
-from .screen import (
-    SCROLLBACK_CHARS,
-    Job,
-    ScreenModel,
-)
+from ._ghostty_ffi import Terminal
+from .base import SCROLLBACK_CHARS, ScreenModel
+from .scheduler import Job
 
 log = logging.getLogger(__name__)
 
