@@ -45,6 +45,31 @@ SCENARIOS: dict[str, Scenario] = {
     ),
     "pending wrap at the last column": ("\x1b[1;80HZ", "Q", []),
     "origin mode": ("\x1b[5;10r\x1b[?6h\x1b[2;1Hin-region", "\x1b[1;1Hhome", []),
+    # (origin mode: rows count from the scroll region's top; the further output writes where
+    # the cursor was left)
+    "origin mode: the cursor in the scroll region": ("\x1b[5;10r\x1b[?6h\x1b[2;3Hin", "X", []),
+    "origin mode: a wrap pending in the scroll region": ("\x1b[5;10r\x1b[?6h\x1b[3;80HZ", "Q", []),
+    "origin mode in the alternate screen": (
+        "shell\r\n\x1b[?1049h\x1b[5;10r\x1b[?6h\x1b[2;4Hin-alt",
+        "X",
+        [],
+    ),
+    "origin mode, resized": ("\x1b[5;10r\x1b[?6h\x1b[2;3Hin", "X", [(20, 60)]),
+    "origin mode below scrollback": (
+        "".join(f"line {n}\r\n" for n in range(40)) + "\x1b[5;10r\x1b[?6h\x1b[2;5Hin",
+        "X",
+        [],
+    ),
+    "saved cursor (CSI s) in origin mode": (
+        "\x1b[5;10r\x1b[?6h\x1b[3;4H\x1b[s\x1b[1;1Hab",
+        "\x1b[uX",
+        [],
+    ),
+    "the main screen's scroll region under the alternate screen": (
+        "\x1b[5;10r\x1b[?6h\x1b[2;1Hmain\x1b[?1049h\x1b[1;1Halt",
+        "\x1b[?1049l\x1b[1;1Hback",
+        [],
+    ),
     "DECALN": ("\x1b#8", "\x1b[3;3Hx", []),
     "delete character": ("abcdefgh\x1b[1;3H\x1b[2P", "", []),
     "insert and erase characters": ("abcdefgh\x1b[1;3H\x1b[2@\x1b[1;7H\x1b[2X", "", []),
@@ -93,7 +118,11 @@ KNOWN_DIFFERENCES: dict[str, dict[str, str]] = {
         "soft wrap, reflowed on widening": "pyte does not keep soft wraps: no reflow",
         "tab stops": "the pyte model does not write tab stops back",
     },
-    "pyghostty": {},
+    "pyghostty": {
+        "the main screen's scroll region under the alternate screen": (
+            "the formatter writes the active screen's scroll region only (libghostty-vt keeps one)"
+        ),
+    },
 }
 
 
@@ -254,7 +283,11 @@ PROGRAMS: dict[str, tuple[list[str], list[str]]] = {
 #: What each backend gets wrong of the programs' screens.
 KNOWN_PROGRAM_DIFFERENCES: dict[str, dict[str, str]] = {
     "pyte": {"htop": "pyte loses part of htop's meters (its bars come back blank)"},
-    "pyghostty": {},
+    "pyghostty": {
+        "the main screen's scroll region under the alternate screen": (
+            "the formatter writes the active screen's scroll region only (libghostty-vt keeps one)"
+        ),
+    },
 }
 
 

@@ -47,6 +47,10 @@ _ERASE_RIGHT = (b"\x1b[K", b"\x1b[0K")
 _ALT_MODES = re.compile(r"\x1b\[\?(?:47|1047|1049)h")
 #: Where the formatter's state after the cells begins (scroll region, cursor position).
 _TRAILER = re.compile(r"\x1b\[\d+;\d+[rH]")
+_REGION = re.compile(r"\x1b\[(\d+);\d+r")
+_POSITION = re.compile(r"\x1b\[(\d+);(\d+)H")
+#: DEC origin mode: cursor positions count from the scroll region's top.
+_ORIGIN_MODE = 6
 _CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 #: The longest title written back.
 MAX_TITLE = 1024
@@ -137,6 +141,21 @@ class _Sanitiser:
 
 
 _executor: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def _origin_relative(trailer: str) -> str:
+    """The formatter's trailer (scroll region, cursor position) with the cursor's row counted
+    from the scroll region's top: the formatter writes the row on the screen, but after the
+    modes, and with origin mode on a terminal counts it from the region's top."""
+    region = _REGION.search(trailer)
+    if region is None:
+        return trailer  # (no region: the whole screen, rows count from its top)
+    top = int(region.group(1))
+
+    def relative(position: re.Match[str]) -> str:
+        return f"\x1b[{max(int(position.group(1)) - top + 1, 1)};{position.group(2)}H"
+
+    return trailer[: region.end()] + _POSITION.sub(relative, trailer[region.end() :], count=1)
 
 
 def _worker() -> concurrent.futures.ThreadPoolExecutor:
@@ -281,7 +300,10 @@ class GhosttyScreenModel(ScreenModel):
             text = screen
         trailer = _TRAILER.search(text)
         cut = trailer.start() if trailer else len(text)
-        return text[:cut] + "\r\n" * max(rows - used, 0) + text[cut:]
+        tail = text[cut:]
+        if modes and term.mode(_ORIGIN_MODE):
+            tail = _origin_relative(tail)
+        return text[:cut] + "\r\n" * max(rows - used, 0) + tail
 
     # -- the memory budget ---------------------------------------------------------------------
 

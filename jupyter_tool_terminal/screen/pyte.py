@@ -78,6 +78,9 @@ class _ModelScreen(pyte.Screen):
     def __init__(self, columns: int, lines: int, scrollback_lines: int) -> None:
         self.scrollback = Scrollback(scrollback_lines)
         self.saved_main: tuple[t.Any, pyte.screens.Cursor] | None = None
+        #: The main screen's scroll region while the alternate screen is shown: each screen
+        #: has its own, as in xterm.js (the alternate one starts without).
+        self.main_margins: pyte.screens.Margins | None = None
         super().__init__(columns, lines)
 
     @property
@@ -89,6 +92,7 @@ class _ModelScreen(pyte.Screen):
         """RIS: back to the main screen, everything cleared."""
         super().reset()
         self.saved_main = None
+        self.main_margins = None
 
     def share_cells(self, deadline: float) -> None:
         """Make the cells of the lines changed since the last call shared instances, line by
@@ -218,6 +222,7 @@ class _ModelScreen(pyte.Screen):
         self.lines, self.columns = lines, columns
         self.dirty.update(range(lines))
         self.set_margins()
+        self.main_margins = None
         self.cursor.x = min(self.cursor.x, columns - 1)
 
     def _resize_buffer(
@@ -289,23 +294,42 @@ class _ModelScreen(pyte.Screen):
             cursor.hidden = self.cursor.hidden
             self.saved_main = (self.buffer, cursor)
             self.buffer = self._new_buffer()
+            self.main_margins, self.margins = self.margins, None
         elif not on and self.saved_main is not None:
             self.buffer, cursor = self.saved_main
             self.saved_main = None
+            self.margins, self.main_margins = self.main_margins, None
             if number == 1049:
                 self.cursor.x = min(cursor.x, self.columns)
                 self.cursor.y = min(cursor.y, self.lines - 1)
                 self.cursor.attrs = cursor.attrs
 
+    def save_cursor_sco(self, *_: int, private: bool = False) -> None:
+        """``CSI s``: save the cursor, as ``ESC 7`` (``CSI ? s`` saves modes in xterm:
+        ignored, as xterm.js does)."""
+        if not private:
+            self.save_cursor()
+
+    def restore_cursor_sco(self, *_: int, private: bool = False) -> None:
+        """``CSI u``: restore the cursor saved by ``CSI s`` or ``ESC 7``."""
+        if not private:
+            self.restore_cursor()
+
 
 class _ModelStream(pyte.Stream):
     """pyte's parser, also dispatching the keypad modes (``ESC =``, ``ESC >``: set by vim, less,
-    top, htop and tmux), which pyte ignores."""
+    top, htop and tmux) and the cursor saved by ``CSI s`` (``CSI u`` restores it), which pyte
+    ignores."""
 
     escape = {  # noqa: RUF012 - pyte's interface: the class's table of escapes
         **pyte.Stream.escape,
         "=": "keypad_application",
         ">": "keypad_numeric",
+    }
+    csi = {  # noqa: RUF012 - as above
+        **pyte.Stream.csi,
+        "s": "save_cursor_sco",
+        "u": "restore_cursor_sco",
     }
 
 
@@ -396,6 +420,8 @@ class PyteScreenModel(ScreenModel):
         if screen.saved_main is not None:
             main, main_cursor = screen.saved_main
             out.append((yield from self._render_lines(main, whole=bool(history))))
+            if screen.main_margins is not None:  # (before the cursor: DECSTBM moves it)
+                out.append(f"\x1b[{screen.main_margins.top + 1};{screen.main_margins.bottom + 1}r")
             out.append(f"\x1b[{main_cursor.y + 1};{main_cursor.x + 1}H\x1b[?1049h\x1b[H\x1b[2J")
             out.append((yield from self._render_lines(screen.buffer, whole=False)))
         else:
