@@ -215,6 +215,67 @@ async def test_a_replayed_screen_is_the_terminals_own(backend: str, name: str) -
     assert found == [], found[:8]
 
 
+def _top_then_clear(cols: int) -> str:
+    """A shell session as busybox ``top`` leaves it: lines longer than a narrower screen in
+    the scrollback, ``top``'s full-width rows redrawn in place, then ``clear`` (home, erase
+    below: its rows are gone from the screen) and a prompt."""
+    history = "".join(f"$ printf 'line {n} %s'{' x' * 40}\r\nline {n}\r\n" for n in range(30))
+    frame = "\x1b[H\x1b[J" + "".join(
+        f"{n:5d} root  R  {'/usr/bin/program --flag ' * 5}"[:cols] + "\r\n" for n in range(22)
+    )
+    return history + frame * 2 + "\r\n$ q\r\n$ clear\r\n\x1b[H\x1b[J$ echo after\r\nafter\r\n$ "
+
+
+#: Screens resized before a client attaches: (output at 24x100, the resizes that follow).
+RESIZED: dict[str, tuple[str, list[tuple[int, int]]]] = {
+    # (a font size from 13 to 18: some 100 columns to 73)
+    "narrower after top and clear": (_top_then_clear(100), [(24, 73)]),
+    "narrower and shorter after top and clear": (_top_then_clear(100), [(17, 73)]),
+    "narrower, then wider again": (_top_then_clear(100), [(24, 73), (24, 100)]),
+    "wider after top and clear": (_top_then_clear(100), [(24, 130)]),
+    "narrower with long lines above the cursor": (
+        "".join(f"{n:03d} " + "w" * 90 + "\r\n" for n in range(40)) + "\x1b[12;1H\x1b[J$ ",
+        [(24, 73)],
+    ),
+}
+
+KNOWN_RESIZE_DIFFERENCES: dict[str, dict[str, str]] = {
+    "pyte": {
+        "narrower with long lines above the cursor": "pyte does not keep soft wraps: no reflow"
+    },
+    "pyghostty": {},
+}
+
+
+@pytest.mark.parametrize(("backend", "name"), cases(KNOWN_RESIZE_DIFFERENCES, RESIZED))
+async def test_a_screen_resized_before_a_reattach_is_the_terminals_own(
+    backend: str, name: str
+) -> None:
+    """The terminal resized (a panel, a font size), then a client attaches (a reload): it gets
+    the screen the browser's terminal showed, rows and scrollback (issue 32: after ``top``,
+    ``clear`` and a narrower panel, rows that ``clear`` had removed came back above the
+    prompt)."""
+    output, resizes = RESIZED[name]
+    model = model_class(backend)(24, 100, scrollback_lines=500, replay_buffer_size=256 * 1024)
+    model.feed(output)
+    await model.snapshot()  # (the output was seen at the old size)
+    for rows, cols in resizes:
+        model.resize(rows, cols)
+    snapshot = await model.snapshot()
+    while model.queued:
+        snapshot = await model.snapshot()
+    model.close()
+    rows, cols = resizes[-1]
+    direct, replayed = await asyncio.to_thread(
+        reference_terminal.render,
+        [(24, 100, _steps(output, resizes)), (rows, cols, [("write", snapshot)])],
+    )
+    # (the screen and the cursor: where the scrollback's reflow differs, by a row of those as
+    # wide as the old screen, a client sees it only by scrolling back)
+    found = [f for f in differences(direct, replayed) if not f.startswith("scrollback")]
+    assert found == [], found[:8]
+
+
 def _run_in_terminal(argv: list[str], keys: list[str], cleanup: list[str] | None = None) -> str:
     """What ``argv`` writes to a 24x80 terminal until it pauses, then after each of ``keys``
     (the program is killed at the end, then ``cleanup`` runs)."""

@@ -249,7 +249,30 @@ class GhosttyScreenModel(ScreenModel):
         return f"\x1b[{y + 1};{x + 1}H\x1b[0m{self._term.pen()}"
 
     def _resize_job(self, rows: int, cols: int) -> Job:
-        return self._in_worker(functools.partial(self._term.resize, rows, cols), None)
+        return self._in_worker(functools.partial(self._resize_now, rows, cols), None)
+
+    def _resize_now(self, rows: int, cols: int) -> None:
+        """Resize as xterm.js does: the rows first, then the columns, reflowing.
+
+        A new width reflows the lines onto more rows (or fewer). With scrollback, xterm.js
+        keeps the cursor on its row (the rows added push older ones into the scrollback, the
+        rows removed take some back); libghostty-vt instead moves the cursor down over the
+        blank rows below it, so that rows of the scrollback (lines ``top`` drew before a
+        ``clear``) came back onto the screen above the prompt. Those rows are scrolled off
+        again here."""
+        term = self._term
+        if rows != term.rows:
+            term.resize(rows, term.cols)
+        _, row = term.cursor
+        settled = not term.scrollback_rows or cols == term.cols
+        term.resize(rows, cols)
+        if settled or term.alternate or term.pending_wrap or term.mode(_ORIGIN_MODE):
+            return
+        x, moved = term.cursor
+        if moved > row:
+            pen = term.pen()
+            scroll = f"\x1b[0m\x1b[{rows};1H" + "\n" * (moved - row)
+            term.feed(f"{scroll}\x1b[{row + 1};{x + 1}H{pen}".encode())
 
     def _render(self) -> Job:
         return self._in_worker(self._render_now, "")
