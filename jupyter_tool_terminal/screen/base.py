@@ -324,17 +324,25 @@ class ScreenModel:
     def _feed_one(self) -> None:
         """Feed the next slice of queued output (or apply the next resize)."""
         queue = self._queue
-        item = queue[0]
-        if isinstance(item, tuple):
+        size = queue[0]
+        if isinstance(size, tuple):
             queue.popleft()
-            self._job = self._resize_job(*item)
+            self._job = self._resize_job(*size)
             return
-        size = self.slice_chars
-        piece = item[:size]
-        if len(item) > size:
-            queue[0] = item[size:]
-        else:
+        # One unit takes as many queued pieces as fit (a paced log comes a line per read:
+        # a unit per piece cost more than the emulating).
+        room = self.slice_chars
+        pieces = []
+        while room > 0 and queue and isinstance(queue[0], str):
+            item = queue[0]
+            if len(item) > room:
+                pieces.append(item[:room])
+                queue[0] = item[room:]
+                break
             queue.popleft()
+            pieces.append(item)
+            room -= len(item)
+        piece = "".join(pieces)
         self._queued -= len(piece)
         self._job = self._feed_text(piece)
 
