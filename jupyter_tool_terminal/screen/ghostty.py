@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 #: Bytes of output (UTF-8) fed in one unit of work (libghostty-vt: about 0.1 ms, at worst a
 #: few ms when it makes room for new styles; in the worker thread either way).
-SLICE_BYTES = 64 * 1024
+SLICE_BYTES = 16 * 1024
 #: Estimated bytes per cell of a screen or of a scrollback row, at worst (a cell is 8 bytes in
 #: libghostty-vt's pages; a style and four marks of its own each, the rest); measured by
 #: tests/test_screen.py's worst case (28.5-34.5 MiB resident for 423 rows of 400 cells; this
