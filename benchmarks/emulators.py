@@ -25,9 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pyte
 
-from jupyter_tool_terminal import screen as model
-from jupyter_tool_terminal.ghostty import Terminal
-from jupyter_tool_terminal.screens import BACKENDS, new_model
+from jupyter_tool_terminal.screen import BACKENDS, model_class
+from jupyter_tool_terminal.screen import pyte as model
+from jupyter_tool_terminal.screen._ghostty_ffi import Terminal
 from tests.conftest import wait_until
 from tests.screen_streams import colour_line
 from tests.test_screen import LoopWatch
@@ -70,7 +70,7 @@ def rss() -> int:
 async def model_flood(backend: str, text: str) -> dict[str, float]:
     """CPU per MB (the event loop's and the worker's) and the longest step of a model working
     off ``text``, fed as a session feeds it."""
-    screen = new_model(backend, ROWS, COLS, scrollback_lines=500, replay_buffer_size=64 * 1024)
+    screen = model_class(backend)(ROWS, COLS, scrollback_lines=500, replay_buffer_size=64 * 1024)
     screen.charge = lambda seconds: None  # type: ignore[method-assign]  # (no CPU budget: it would measure itself)
 
     async def worked_off() -> bool:
@@ -91,7 +91,7 @@ async def model_flood(backend: str, text: str) -> dict[str, float]:
 
 
 async def pyte_model(text: str, rows: int = ROWS, cols: int = COLS) -> tuple[str, float]:
-    model = new_model("pyte", rows, cols, scrollback_lines=500, replay_buffer_size=len(text) + 1)
+    model = model_class("pyte")(rows, cols, scrollback_lines=500, replay_buffer_size=len(text) + 1)
     model.feed(text)
     while model.queued:
         await model.snapshot()

@@ -46,7 +46,7 @@ from .redaction import Redactor
 from .runtime import RuntimeUnavailable, ToolRuntime
 from .runtime.docker import DockerRuntime
 from .runtime.local import LocalRuntime
-from .screens import BACKENDS, ScreenModels, model_class
+from .screen import BACKENDS, ScreenModels, model_class
 from .settings import moved_setting, rename, warn_moved
 from .setup_status import (
     LOCAL_SECTION,

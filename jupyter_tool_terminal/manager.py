@@ -32,7 +32,7 @@ from .recording import Recorder, RecordingError
 from .redaction import secret_variable_names
 from .runtime import RuntimeUnavailable, ToolRuntime
 from .runtime.base import Instance, ShellChannel, valid_instance_id
-from .screens import ScreenModels
+from .screen import ScreenModels
 from .session import TerminalClient, ToolTerminal
 from .slots import ClientKind, ConnectionSlots
 from .tooltypes import ToolType

@@ -27,8 +27,7 @@ from .protocol import (
 from .recording import Recording
 from .runtime import Instance, ShellChannel, ToolRuntime
 from .runtime.base import EngineUnreachable, InstanceMoved
-from .screen import ScreenModel
-from .screens import ScreenModels
+from .screen import ScreenModel, ScreenModels
 from .tooltypes import ToolType
 
 #: How much is read from the engine's socket at once; larger reads mean fewer, larger frames.

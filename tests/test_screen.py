@@ -15,18 +15,18 @@ import pyte
 import pytest
 
 from jupyter_tool_terminal.screen import (
-    MAX_MODEL_COLS,
-    MAX_MODEL_ROWS,
+    BACKENDS,
     PyteScreenModel,
     ScreenBudget,
     ScreenModel,
+    model_class,
 )
-from jupyter_tool_terminal.screens import BACKENDS, new_model
+from jupyter_tool_terminal.screen.base import MAX_MODEL_COLS, MAX_MODEL_ROWS
 
 from .conftest import wait_until
 
 with contextlib.suppress(ImportError):  # (no wheel for this platform: its tests are skipped)
-    from jupyter_tool_terminal.screen_ghostty import GhosttyScreenModel
+    from jupyter_tool_terminal.screen.ghostty import GhosttyScreenModel
 from .screen_streams import colour_line
 
 
@@ -62,7 +62,7 @@ def _model(rows: int = 24, cols: int = 80) -> PyteScreenModel:
 
 
 def _backend_model(backend: str, rows: int = 24, cols: int = 80) -> ScreenModel:
-    return new_model(backend, rows, cols, scrollback_lines=500, replay_buffer_size=64 * 1024)
+    return model_class(backend)(rows, cols, scrollback_lines=500, replay_buffer_size=64 * 1024)
 
 
 def _rebuilt(model: PyteScreenModel, snapshot: str) -> pyte.Screen:
@@ -337,8 +337,7 @@ async def test_output_that_aborted_libghostty_vt_is_taken() -> None:
         + _linked_cells(MAX_MODEL_ROWS, MAX_MODEL_COLS)
         + ("e" + "\u0301" * 30) * 20_000
     )
-    model = new_model(
-        "pyghostty",
+    model = model_class("pyghostty")(
         MAX_MODEL_ROWS,
         MAX_MODEL_COLS,
         scrollback_lines=500,
@@ -360,8 +359,8 @@ async def test_output_that_aborted_libghostty_vt_is_taken() -> None:
 #: of it measure 28.5 or 34.5 MiB: where glibc's arenas happen to grow.)
 _GHOSTTY_WORST = """
 import asyncio, gc, json, sys
-from jupyter_tool_terminal.screen import MAX_MODEL_COLS as COLS, MAX_MODEL_ROWS as ROWS
-from jupyter_tool_terminal.screens import new_model
+from jupyter_tool_terminal.screen.base import MAX_MODEL_COLS as COLS, MAX_MODEL_ROWS as ROWS
+from jupyter_tool_terminal.screen import model_class
 
 def rss():
     with open("/proc/self/status") as status:
@@ -384,7 +383,7 @@ async def main():
     models = []
     for _ in range(2):
         # (a replay buffer that holds all of it: the model must see every line, not only the last)
-        model = new_model("pyghostty", ROWS, COLS, scrollback_lines=500, replay_buffer_size=2**25)
+        model = model_class("pyghostty")(ROWS, COLS, scrollback_lines=500, replay_buffer_size=2**25)
         model.charge = lambda seconds: None  # (no CPU budget: this measures memory)
         for stage in (range(1200), range(ROWS)):
             for y in stage:
@@ -428,8 +427,8 @@ async def test_many_sessions_at_their_worst_stay_within_the_servers_budget(
     output = "".join(colour_line(index, 80) for index in range(40)) + "$ "
 
     async def filled(budget: ScreenBudget | None) -> ScreenModel:
-        model = new_model(
-            backend, 24, 80, scrollback_lines=500, replay_buffer_size=len(output) + 1, budget=budget
+        model = model_class(backend)(
+            24, 80, scrollback_lines=500, replay_buffer_size=len(output) + 1, budget=budget
         )
         for start in range(0, len(output), 64 * 1024):
             model.feed(output[start : start + 64 * 1024])

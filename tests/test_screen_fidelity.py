@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tool_terminal.screens import BACKENDS, new_model
+from jupyter_tool_terminal.screen import BACKENDS, model_class
 
 from . import reference_terminal
 
@@ -45,6 +45,31 @@ SCENARIOS: dict[str, Scenario] = {
     ),
     "pending wrap at the last column": ("\x1b[1;80HZ", "Q", []),
     "origin mode": ("\x1b[5;10r\x1b[?6h\x1b[2;1Hin-region", "\x1b[1;1Hhome", []),
+    # (origin mode: rows count from the scroll region's top; the further output writes where
+    # the cursor was left)
+    "origin mode: the cursor in the scroll region": ("\x1b[5;10r\x1b[?6h\x1b[2;3Hin", "X", []),
+    "origin mode: a wrap pending in the scroll region": ("\x1b[5;10r\x1b[?6h\x1b[3;80HZ", "Q", []),
+    "origin mode in the alternate screen": (
+        "shell\r\n\x1b[?1049h\x1b[5;10r\x1b[?6h\x1b[2;4Hin-alt",
+        "X",
+        [],
+    ),
+    "origin mode, resized": ("\x1b[5;10r\x1b[?6h\x1b[2;3Hin", "X", [(20, 60)]),
+    "origin mode below scrollback": (
+        "".join(f"line {n}\r\n" for n in range(40)) + "\x1b[5;10r\x1b[?6h\x1b[2;5Hin",
+        "X",
+        [],
+    ),
+    "saved cursor (CSI s) in origin mode": (
+        "\x1b[5;10r\x1b[?6h\x1b[3;4H\x1b[s\x1b[1;1Hab",
+        "\x1b[uX",
+        [],
+    ),
+    "the main screen's scroll region under the alternate screen": (
+        "\x1b[5;10r\x1b[?6h\x1b[2;1Hmain\x1b[?1049h\x1b[1;1Halt",
+        "\x1b[?1049l\x1b[1;1Hback",
+        [],
+    ),
     "DECALN": ("\x1b#8", "\x1b[3;3Hx", []),
     "delete character": ("abcdefgh\x1b[1;3H\x1b[2P", "", []),
     "insert and erase characters": ("abcdefgh\x1b[1;3H\x1b[2@\x1b[1;7H\x1b[2X", "", []),
@@ -93,7 +118,11 @@ KNOWN_DIFFERENCES: dict[str, dict[str, str]] = {
         "soft wrap, reflowed on widening": "pyte does not keep soft wraps: no reflow",
         "tab stops": "the pyte model does not write tab stops back",
     },
-    "pyghostty": {},
+    "pyghostty": {
+        "the main screen's scroll region under the alternate screen": (
+            "the formatter writes the active screen's scroll region only (libghostty-vt keeps one)"
+        ),
+    },
 }
 
 
@@ -132,7 +161,7 @@ def differences(direct: dict[str, t.Any], replayed: dict[str, t.Any]) -> list[st
 
 async def snapshot_of(backend: str, output: str, rows: int = 24, cols: int = 80) -> str:
     """What a client attaching after ``output`` receives from a model on ``backend``."""
-    model = new_model(backend, rows, cols, scrollback_lines=500, replay_buffer_size=256 * 1024)
+    model = model_class(backend)(rows, cols, scrollback_lines=500, replay_buffer_size=256 * 1024)
     model.feed(output)
     snapshot = await model.snapshot()
     while model.queued:
@@ -183,6 +212,67 @@ async def test_a_replayed_screen_is_the_terminals_own(backend: str, name: str) -
     if backend not in _compared:  # (one run of the reference terminal for every scenario)
         _compared[backend] = await compare(backend, SCENARIOS)
     found = _compared[backend][name]
+    assert found == [], found[:8]
+
+
+def _top_then_clear(cols: int) -> str:
+    """A shell session as busybox ``top`` leaves it: lines longer than a narrower screen in
+    the scrollback, ``top``'s full-width rows redrawn in place, then ``clear`` (home, erase
+    below: its rows are gone from the screen) and a prompt."""
+    history = "".join(f"$ printf 'line {n} %s'{' x' * 40}\r\nline {n}\r\n" for n in range(30))
+    frame = "\x1b[H\x1b[J" + "".join(
+        f"{n:5d} root  R  {'/usr/bin/program --flag ' * 5}"[:cols] + "\r\n" for n in range(22)
+    )
+    return history + frame * 2 + "\r\n$ q\r\n$ clear\r\n\x1b[H\x1b[J$ echo after\r\nafter\r\n$ "
+
+
+#: Screens resized before a client attaches: (output at 24x100, the resizes that follow).
+RESIZED: dict[str, tuple[str, list[tuple[int, int]]]] = {
+    # (a font size from 13 to 18: some 100 columns to 73)
+    "narrower after top and clear": (_top_then_clear(100), [(24, 73)]),
+    "narrower and shorter after top and clear": (_top_then_clear(100), [(17, 73)]),
+    "narrower, then wider again": (_top_then_clear(100), [(24, 73), (24, 100)]),
+    "wider after top and clear": (_top_then_clear(100), [(24, 130)]),
+    "narrower with long lines above the cursor": (
+        "".join(f"{n:03d} " + "w" * 90 + "\r\n" for n in range(40)) + "\x1b[12;1H\x1b[J$ ",
+        [(24, 73)],
+    ),
+}
+
+KNOWN_RESIZE_DIFFERENCES: dict[str, dict[str, str]] = {
+    "pyte": {
+        "narrower with long lines above the cursor": "pyte does not keep soft wraps: no reflow"
+    },
+    "pyghostty": {},
+}
+
+
+@pytest.mark.parametrize(("backend", "name"), cases(KNOWN_RESIZE_DIFFERENCES, RESIZED))
+async def test_a_screen_resized_before_a_reattach_is_the_terminals_own(
+    backend: str, name: str
+) -> None:
+    """The terminal resized (a panel, a font size), then a client attaches (a reload): it gets
+    the screen the browser's terminal showed, rows and scrollback (issue 32: after ``top``,
+    ``clear`` and a narrower panel, rows that ``clear`` had removed came back above the
+    prompt)."""
+    output, resizes = RESIZED[name]
+    model = model_class(backend)(24, 100, scrollback_lines=500, replay_buffer_size=256 * 1024)
+    model.feed(output)
+    await model.snapshot()  # (the output was seen at the old size)
+    for rows, cols in resizes:
+        model.resize(rows, cols)
+    snapshot = await model.snapshot()
+    while model.queued:
+        snapshot = await model.snapshot()
+    model.close()
+    rows, cols = resizes[-1]
+    direct, replayed = await asyncio.to_thread(
+        reference_terminal.render,
+        [(24, 100, _steps(output, resizes)), (rows, cols, [("write", snapshot)])],
+    )
+    # (the screen and the cursor: where the scrollback's reflow differs, by a row of those as
+    # wide as the old screen, a client sees it only by scrolling back)
+    found = [f for f in differences(direct, replayed) if not f.startswith("scrollback")]
     assert found == [], found[:8]
 
 
@@ -254,7 +344,11 @@ PROGRAMS: dict[str, tuple[list[str], list[str]]] = {
 #: What each backend gets wrong of the programs' screens.
 KNOWN_PROGRAM_DIFFERENCES: dict[str, dict[str, str]] = {
     "pyte": {"htop": "pyte loses part of htop's meters (its bars come back blank)"},
-    "pyghostty": {},
+    "pyghostty": {
+        "the main screen's scroll region under the alternate screen": (
+            "the formatter writes the active screen's scroll region only (libghostty-vt keeps one)"
+        ),
+    },
 }
 
 

@@ -106,6 +106,11 @@ def _properties_table(schema: t.Mapping[str, t.Any]) -> str:
 # -- config: every configurable class -----------------------------------------------------
 
 
+#: Subpackages importable only with an optional extra installed (``jupyter-ai``): they hold no
+#: configurable class.
+OPTIONAL = (f"{PACKAGE}.acp",)
+
+
 def configurable_classes() -> list[type]:
     """Every public class of the package with configurable traits of its own, by module."""
     from traitlets.config import Configurable  # noqa: PLC0415 (the docs' import only)
@@ -113,6 +118,8 @@ def configurable_classes() -> list[type]:
     package = importlib.import_module(PACKAGE)
     found: list[type] = []
     for module_info in sorted(pkgutil.walk_packages(package.__path__, f"{PACKAGE}."), key=str):
+        if module_info.name.startswith(OPTIONAL):
+            continue
         module = importlib.import_module(module_info.name)
         for name, value in sorted(vars(module).items()):
             if (

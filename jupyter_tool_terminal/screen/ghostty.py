@@ -25,12 +25,9 @@ import time
 import typing as t
 import unicodedata
 
-from .ghostty import Terminal
-from .screen import (
-    SCROLLBACK_CHARS,
-    Job,
-    ScreenModel,
-)
+from ._ghostty_ffi import Terminal
+from .base import SCROLLBACK_CHARS, ScreenModel
+from .scheduler import Job
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +47,10 @@ _ERASE_RIGHT = (b"\x1b[K", b"\x1b[0K")
 _ALT_MODES = re.compile(r"\x1b\[\?(?:47|1047|1049)h")
 #: Where the formatter's state after the cells begins (scroll region, cursor position).
 _TRAILER = re.compile(r"\x1b\[\d+;\d+[rH]")
+_REGION = re.compile(r"\x1b\[(\d+);\d+r")
+_POSITION = re.compile(r"\x1b\[(\d+);(\d+)H")
+#: DEC origin mode: cursor positions count from the scroll region's top.
+_ORIGIN_MODE = 6
 _CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 #: The longest title written back.
 MAX_TITLE = 1024
@@ -140,6 +141,21 @@ class _Sanitiser:
 
 
 _executor: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def _origin_relative(trailer: str) -> str:
+    """The formatter's trailer (scroll region, cursor position) with the cursor's row counted
+    from the scroll region's top: the formatter writes the row on the screen, but after the
+    modes, and with origin mode on a terminal counts it from the region's top."""
+    region = _REGION.search(trailer)
+    if region is None:
+        return trailer  # (no region: the whole screen, rows count from its top)
+    top = int(region.group(1))
+
+    def relative(position: re.Match[str]) -> str:
+        return f"\x1b[{max(int(position.group(1)) - top + 1, 1)};{position.group(2)}H"
+
+    return trailer[: region.end()] + _POSITION.sub(relative, trailer[region.end() :], count=1)
 
 
 def _worker() -> concurrent.futures.ThreadPoolExecutor:
@@ -233,7 +249,30 @@ class GhosttyScreenModel(ScreenModel):
         return f"\x1b[{y + 1};{x + 1}H\x1b[0m{self._term.pen()}"
 
     def _resize_job(self, rows: int, cols: int) -> Job:
-        return self._in_worker(functools.partial(self._term.resize, rows, cols), None)
+        return self._in_worker(functools.partial(self._resize_now, rows, cols), None)
+
+    def _resize_now(self, rows: int, cols: int) -> None:
+        """Resize as xterm.js does: the rows first, then the columns, reflowing.
+
+        A new width reflows the lines onto more rows (or fewer). With scrollback, xterm.js
+        keeps the cursor on its row (the rows added push older ones into the scrollback, the
+        rows removed take some back); libghostty-vt instead moves the cursor down over the
+        blank rows below it, so that rows of the scrollback (lines ``top`` drew before a
+        ``clear``) came back onto the screen above the prompt. Those rows are scrolled off
+        again here."""
+        term = self._term
+        if rows != term.rows:
+            term.resize(rows, term.cols)
+        _, row = term.cursor
+        settled = not term.scrollback_rows or cols == term.cols
+        term.resize(rows, cols)
+        if settled or term.alternate or term.pending_wrap or term.mode(_ORIGIN_MODE):
+            return
+        x, moved = term.cursor
+        if moved > row:
+            pen = term.pen()
+            scroll = f"\x1b[0m\x1b[{rows};1H" + "\n" * (moved - row)
+            term.feed(f"{scroll}\x1b[{row + 1};{x + 1}H{pen}".encode())
 
     def _render(self) -> Job:
         return self._in_worker(self._render_now, "")
@@ -284,7 +323,10 @@ class GhosttyScreenModel(ScreenModel):
             text = screen
         trailer = _TRAILER.search(text)
         cut = trailer.start() if trailer else len(text)
-        return text[:cut] + "\r\n" * max(rows - used, 0) + text[cut:]
+        tail = text[cut:]
+        if modes and term.mode(_ORIGIN_MODE):
+            tail = _origin_relative(tail)
+        return text[:cut] + "\r\n" * max(rows - used, 0) + tail
 
     # -- the memory budget ---------------------------------------------------------------------
 

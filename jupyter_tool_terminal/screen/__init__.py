@@ -1,16 +1,19 @@
-"""Which screen model a server's sessions get: the emulators (``BACKENDS``), the choice among
-them (pyghostty where it imports, else pyte), and :class:`ScreenModels`, what the sessions of
-one server make their models with (the chosen class and the memory budget they share).
+"""The screen models: a server-side picture of each session's terminal, so that a reattaching
+client sees its screen (:mod:`.base`), on one of two emulators (:mod:`.ghostty`, :mod:`.pyte`).
 
-Above both backends' modules (``screen`` for the base and pyte, ``screen_ghostty``), so that
-neither imports the other's.
+Here: the emulators (``BACKENDS``), the choice among them (pyghostty where it imports, else
+pyte), and :class:`ScreenModels`, what the sessions of one server make their models with (the
+chosen class and the memory budget they share). Above both backends' modules, so that neither
+imports the other's.
 """
 
 from __future__ import annotations
 
 import logging
 
-from .screen import PyteScreenModel, ScreenBudget, ScreenModel
+from .base import ScreenModel
+from .pyte import PyteScreenModel
+from .scheduler import ScreenBudget
 
 #: The emulators a screen model can use (the ``screen_model`` setting), best first.
 BACKENDS = ("pyghostty", "pyte")
@@ -25,7 +28,7 @@ def model_class(backend: str = "auto") -> type[ScreenModel]:
     if backend != "pyte":
         try:
             # (imported when asked for: pyghostty is optional)
-            from .screen_ghostty import GhosttyScreenModel  # noqa: PLC0415
+            from .ghostty import GhosttyScreenModel  # noqa: PLC0415
         except ImportError:
             if backend == "pyghostty":
                 raise
@@ -34,28 +37,9 @@ def model_class(backend: str = "auto") -> type[ScreenModel]:
     return PyteScreenModel
 
 
-def new_model(
-    backend: str = "auto",
-    rows: int = 24,
-    cols: int = 80,
-    *,
-    scrollback_lines: int,
-    replay_buffer_size: int,
-    budget: ScreenBudget | None = None,
-) -> ScreenModel:
-    """A screen model on ``backend`` (see :func:`model_class`)."""
-    return model_class(backend)(
-        rows,
-        cols,
-        scrollback_lines=scrollback_lines,
-        replay_buffer_size=replay_buffer_size,
-        budget=budget,
-    )
-
-
 class ScreenModels:
     """How the sessions of a server get their screen models: the emulator (``backend``, see
-    :func:`new_model`) and the memory budget they share (``memory_limit`` bytes; ``None``:
+    :func:`model_class`) and the memory budget they share (``memory_limit`` bytes; ``None``:
     unbounded but per model)."""
 
     def __init__(
@@ -76,3 +60,13 @@ class ScreenModels:
             replay_buffer_size=replay_buffer_size,
             budget=self.budget,
         )
+
+
+__all__ = [
+    "BACKENDS",
+    "PyteScreenModel",
+    "ScreenBudget",
+    "ScreenModel",
+    "ScreenModels",
+    "model_class",
+]
