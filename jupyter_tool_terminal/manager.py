@@ -657,10 +657,17 @@ class ToolTerminalManager(LoggingConfigurable):
             return principal == admission.principal and principal in session.observers
         return principal == session.owner
 
-    def detach(self, admission: Admission, client: TerminalClient, revoked: bool = False) -> None:
+    def detach(
+        self,
+        admission: Admission,
+        client: TerminalClient,
+        revoked: bool = False,
+        kept: bool = False,
+    ) -> None:
         """The connection closed; the owner's last one leaving ends the session after
         ``disconnect_grace``, or at once if its access was ``revoked`` (a logout must not leave
-        a shell behind for a minute)."""
+        a shell behind for a minute), or not at all if the client ``kept`` it (its tab closed
+        with the session left running: only ``idle_timeout`` and a DELETE end it then)."""
         if not admission.attached:
             return
         admission.attached = False
@@ -671,6 +678,7 @@ class ToolTerminalManager(LoggingConfigurable):
             admission.principal,
             observer=admission.observer,
             grace=0 if revoked and not admission.observer else None,
+            kept=kept and not revoked,
         )
 
     def _check_client_slot(self, session: ToolTerminal, user: str, observer: bool = False) -> None:
@@ -715,7 +723,12 @@ class ToolTerminalManager(LoggingConfigurable):
             self._disarm_timer(session)
 
     def _client_detached(
-        self, session: ToolTerminal, user: str, observer: bool = False, grace: float | None = None
+        self,
+        session: ToolTerminal,
+        user: str,
+        observer: bool = False,
+        grace: float | None = None,
+        kept: bool = False,
     ) -> None:
         """A client disconnected: the owner's last one leaving ends the session (after the
         grace, ``disconnect_grace`` unless given), whether or not observers still watch."""
@@ -733,6 +746,7 @@ class ToolTerminalManager(LoggingConfigurable):
             and not session.ended
             and not session.suspended
             and session.agent is None
+            and not kept
         ):
             if grace is None:
                 self._arm_timer(session, self.disconnect_grace, "last client disconnected")

@@ -29,6 +29,7 @@ import { notesBody, notesSummary } from './notes';
 import { ToolTerminalPanel } from './panel';
 import { endedArg, sessionArg, trackSessions } from './restorer';
 import type { ToolTerminalSessions } from './sessions';
+import type { IToolTerminalPreferences } from './settings';
 import type { IToolInstance, IToolTerminal } from './tokens';
 import { CommandIDs, TRANSLATION_DOMAIN } from './tokens';
 
@@ -98,6 +99,7 @@ export function addCommands(
       sessions: options.sessions,
       translator,
       terminalOptions: options.terminalOptions,
+      preferences: options.preferences,
       sessionId: session,
       endMessage: ended
     });
@@ -319,6 +321,12 @@ export function addCommands(
       const widget = target(args);
       return widget !== null && !widget.content.isLive;
     },
+    // Offered only where it can run: not beside a live session (in the menus
+    // and the palette alike).
+    isVisible: args => {
+      const widget = target(args);
+      return widget !== null && !widget.content.isLive;
+    },
     describedBy: noArgs,
     execute: async args => {
       const widget = target(args);
@@ -330,11 +338,13 @@ export function addCommands(
   });
 
   commands.addCommand(CommandIDs.close, {
-    label: trans.__('Close Tool Terminal Session'),
+    label: trans.__('Shut Down Tool Terminal Session'),
     caption: args =>
       target(args) === null
         ? noPanel
-        : trans.__('Kill the session and close its panel'),
+        : trans.__(
+            'Shut the session down (its shell and everything it started are killed) and close its panel'
+          ),
     icon: args => (args.isPalette === true ? undefined : stopIcon),
     isEnabled: args => target(args) !== null,
     describedBy: noArgs,
@@ -446,6 +456,11 @@ export interface ICommandOptions {
    * plugin updates them in place).
    */
   terminalOptions: Partial<ITerminal.IOptions>;
+
+  /**
+   * The extension's own settings, shared by every panel (updated in place).
+   */
+  preferences?: IToolTerminalPreferences;
 }
 
 /**

@@ -33,7 +33,11 @@ import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 import { Widget } from '@lumino/widgets';
 
 import { listObserved, listObservers, shareReadOnly, stopSharing } from './api';
-import { followTerminalSettings, toolTerminalSettings } from './settings';
+import {
+  DEFAULT_PREFERENCES,
+  followTerminalSettings,
+  toolTerminalSettings
+} from './settings';
 import { ToolTerminalConnection } from './connection';
 import type { IObservedSession, ISessionModel } from './tokens';
 import {
@@ -220,11 +224,17 @@ export const observePlugin: JupyterFrontEndPlugin<void> = {
       namespace: TRACKER_NAMESPACE
     });
     if (settingRegistry !== null) {
-      followTerminalSettings(settingRegistry, terminalOptions, (key, value) => {
-        if (!(key in OBSERVER_OPTIONS)) {
-          observers.forEach(panel => panel.content.setOption(key, value));
+      followTerminalSettings(
+        settingRegistry,
+        null,
+        terminalOptions,
+        { ...DEFAULT_PREFERENCES },
+        (key, value) => {
+          if (!(key in OBSERVER_OPTIONS)) {
+            observers.forEach(panel => panel.content.setOption(key, value));
+          }
         }
-      });
+      );
     }
     // A reload opens the views again whose sessions are still shared (the
     // open command fails for the others, and the restorer forgets them).
@@ -392,30 +402,8 @@ export const observePlugin: JupyterFrontEndPlugin<void> = {
       }
     });
 
-    // On the panel itself: its body's and its tab's context menus.
-    app.contextMenu.addItem({
-      command: ObserveCommandIDs.share,
-      selector: '.jp-ToolTerminal',
-      rank: 5
-    });
-    app.contextMenu.addItem({
-      command: ObserveCommandIDs.unshare,
-      selector: '.jp-ToolTerminal',
-      rank: 6
-    });
-    // TAB_CLASS of ./commands (this plugin module does not import it:
-    // jupyter/prefer-lazy-imports).
-    const tab = '.lm-DockPanel-tabBar .jp-ToolTerminal-tab';
-    app.contextMenu.addItem({
-      command: ObserveCommandIDs.share,
-      selector: tab,
-      rank: 13
-    });
-    app.contextMenu.addItem({
-      command: ObserveCommandIDs.unshare,
-      selector: tab,
-      rank: 14
-    });
+    // Its context menu entries (on the panel's body and tab) are in
+    // schema/observe.json.
     palette?.addItem({ command: ObserveCommandIDs.share, category });
     palette?.addItem({ command: ObserveCommandIDs.unshare, category });
     palette?.addItem({ command: ObserveCommandIDs.observe, category });

@@ -227,7 +227,7 @@ export class RunningToolTerminals
 
   /**
    * Follow a panel: its session starting or ending, and its closing (which
-   * kills the session) refresh the list.
+   * detaches from the session or shuts it down) refresh the list.
    */
   private _follow(
     _: IToolTerminalTracker,
@@ -241,9 +241,9 @@ export class RunningToolTerminals
     panel.sessionEnded.connect(this._refreshSoon, this);
     widget.disposed.connect(() => {
       const id = panel.sessionId;
-      // Closing the view of an agent's terminal leaves it running; closing
-      // another's kills it, and its DELETE may still be on its way.
-      if (id !== null && !panel.session?.agent && !this.isDisposed) {
+      // A panel that shut its session down on closing: its DELETE may still
+      // be on its way. One that detached leaves its session listed.
+      if (id !== null && panel.shutsDownOnClose && !this.isDisposed) {
         this._sessions.hide(id);
       }
       this._refreshSoon();

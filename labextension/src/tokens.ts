@@ -50,7 +50,7 @@ export namespace CommandIDs {
   export const reset = 'tool-terminal:reset';
 
   /**
-   * Close the session of a panel (kills it) and the panel.
+   * Shut down the session of a panel (kills it) and close the panel.
    */
   export const close = 'tool-terminal:close';
 
@@ -144,6 +144,12 @@ export interface IToolTerminal extends Widget {
    * Reset the session: kill the shell and run the startup command again.
    */
   reset(): Promise<void>;
+
+  /**
+   * Whether closing the panel shuts its session down (the user's settings
+   * say so); otherwise closing detaches and the session keeps running.
+   */
+  readonly shutsDownOnClose: boolean;
 
   /**
    * Kill the panel's session.

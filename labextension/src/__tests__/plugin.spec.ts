@@ -445,6 +445,7 @@ describe('RunningToolTerminals', () => {
     await running.refresh();
     const content = {
       sessionId: 's1',
+      shutsDownOnClose: true,
       sessionChanged: new Signal<unknown, unknown>({}),
       sessionEnded: new Signal<unknown, unknown>({})
     };
@@ -461,8 +462,8 @@ describe('RunningToolTerminals', () => {
     content.sessionChanged.emit(sessionModel('s1'));
     await change;
     expect(running.sessions.map(s => s.id)).toEqual(['s1']);
-    // Closed: gone from the list at once, and not listed again while its
-    // DELETE is on its way.
+    // Closed with "Shut down on close": gone from the list at once, and not
+    // listed again while its DELETE is on its way.
     change = listed();
     disposed.emit(undefined);
     await change;

@@ -190,23 +190,8 @@ export const agentsPlugin: JupyterFrontEndPlugin<void> = {
       execute: () => status.showRevokeDialog()
     });
 
-    // On the tool terminal itself: its body's and its tab's context menus.
-    const tab = '.lm-DockPanel-tabBar .jp-ToolTerminal-tab';
-    for (const [selector, rank] of [
-      ['.jp-ToolTerminal', 7],
-      [tab, 15]
-    ] as const) {
-      app.contextMenu.addItem({
-        command: AgentCommandIDs.share,
-        selector,
-        rank
-      });
-      app.contextMenu.addItem({
-        command: AgentCommandIDs.unshare,
-        selector,
-        rank: rank + 0.5
-      });
-    }
+    // Its context menu entries (on the panel's body and tab) are in
+    // schema/agents.json.
     for (const command of [
       AgentCommandIDs.connect,
       AgentCommandIDs.manage,
