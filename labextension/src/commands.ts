@@ -39,6 +39,11 @@ import { CommandIDs, TRANSLATION_DOMAIN } from './tokens';
 export const TAB_CLASS = 'jp-ToolTerminal-tab';
 
 /**
+ * JupyterLab's find command (its search bar over the current widget).
+ */
+const FIND_COMMAND = 'documentsearch:start';
+
+/**
  * The class of a stopped instance's launcher tile icon (the tile looks
  * stopped).
  */
@@ -100,6 +105,11 @@ export function addCommands(
       translator,
       terminalOptions: options.terminalOptions,
       preferences: options.preferences,
+      find: () => {
+        if (commands.hasCommand(FIND_COMMAND)) {
+          void commands.execute(FIND_COMMAND);
+        }
+      },
       sessionId: session,
       endMessage: ended
     });

@@ -79,6 +79,9 @@ export class ToolTerminalPanel extends Panel implements IToolTerminal {
     this._trans = this._translator.load(TRANSLATION_DOMAIN);
     this._terminalOptions = { ...(options.terminalOptions ?? {}) };
     this._preferences = options.preferences ?? { ...DEFAULT_PREFERENCES };
+    this._find = options.find ?? null;
+    // (Capturing: before the terminal's own handler sends the key on.)
+    this.node.addEventListener('keydown', this._onKeydown, true);
     // An empty id is no session (older layouts saved one).
     this._sessionId = options.sessionId || null;
     this._endMessage = options.endMessage || null;
@@ -396,6 +399,7 @@ export class ToolTerminalPanel extends Panel implements IToolTerminal {
     if (message.type !== 'stdout' || typeof chunk !== 'string') {
       return;
     }
+    this._followScreen(chunk);
     const texts = this._osc52.feed(chunk);
     if (
       texts.length === 0 ||
@@ -408,6 +412,42 @@ export class ToolTerminalPanel extends Panel implements IToolTerminal {
       /* the page has no focus, or the browser refuses: nothing to do */
     });
   }
+
+  /**
+   * Keep up with whether a full-screen program (vi, less, top) holds the
+   * alternate screen: Ctrl+F is then the program's (page down), not find.
+   */
+  private _followScreen(chunk: string): void {
+    let last: string | undefined;
+    const pattern = new RegExp(Private.ALTERNATE_SCREEN.source, 'g');
+    for (let match = pattern.exec(chunk); match; match = pattern.exec(chunk)) {
+      last = match[2];
+    }
+    if (last !== undefined) {
+      this._alternateScreen = last === 'h';
+    }
+  }
+
+  /**
+   * Ctrl+F (Cmd+F) while the terminal has the focus: JupyterLab's find, in
+   * the shell (the terminal widget would send it to the shell as ^F, as
+   * JupyterLab's own terminal does). A full-screen program keeps its ^F.
+   */
+  private _onKeydown = (event: KeyboardEvent): void => {
+    if (
+      this._find === null ||
+      this._alternateScreen ||
+      !(event.ctrlKey || event.metaKey) ||
+      event.altKey ||
+      event.shiftKey ||
+      event.key.toLowerCase() !== 'f'
+    ) {
+      return;
+    }
+    event.preventDefault();
+    event.stopPropagation();
+    this._find();
+  };
 
   /**
    * Why the session a panel was restored with is gone, as far as the
@@ -580,6 +620,7 @@ export class ToolTerminalPanel extends Panel implements IToolTerminal {
   ): void {
     this._sessionId = session.id;
     this._osc52 = new Osc52Scanner();
+    this._alternateScreen = false;
     if (this._endMessage !== null) {
       this._endMessage = null;
       this._endMessageChanged.emit();
@@ -637,6 +678,8 @@ export class ToolTerminalPanel extends Panel implements IToolTerminal {
   private _terminalOptions: Partial<ITerminal.IOptions>;
   private _preferences: IToolTerminalPreferences;
   private _osc52 = new Osc52Scanner();
+  private _alternateScreen = false;
+  private _find: (() => void) | null;
   private _sessionId: string | null;
   private _connection: ToolTerminalConnection | null = null;
   private _terminal: Terminal | null = null;
@@ -682,6 +725,12 @@ export namespace ToolTerminalPanel {
      * The extension's own settings (shared, updated in place).
      */
     preferences?: IToolTerminalPreferences;
+
+    /**
+     * Open JupyterLab's find on the panel (Ctrl+F in the terminal), if
+     * there is one.
+     */
+    find?: () => void;
 
     /**
      * A session to reattach to (restoring a panel after a reload); when it
@@ -735,6 +784,11 @@ namespace Private {
    * shell was killed (ms).
    */
   export const STOP_CHECK_DELAYS = [0, 250, 750, 2000];
+
+  /**
+   * A program entering (`h`) or leaving (`l`) the alternate screen.
+   */
+  export const ALTERNATE_SCREEN = /\x1b\[\?(1049|1047|47)([hl])/;
 
   /**
    * Create a styled button.
