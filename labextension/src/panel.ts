@@ -788,6 +788,7 @@ namespace Private {
   /**
    * A program entering (`h`) or leaving (`l`) the alternate screen.
    */
+  // eslint-disable-next-line no-control-regex -- ESC starts the sequence
   export const ALTERNATE_SCREEN = /\x1b\[\?(1049|1047|47)([hl])/;
 
   /**
