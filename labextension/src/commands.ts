@@ -147,9 +147,14 @@ export function addCommands(
       }
     });
     const counts = new Map<string, number>();
+    // The instances each display name stands for among the open panels: a
+    // name that stands for several says which instance it is.
+    const named = new Map<string, Set<string>>();
     for (const widget of panels) {
       const id = widget.content.instanceId;
       counts.set(id, (counts.get(id) ?? 0) + 1);
+      const name = (instances.get(id) ?? known.get(widget))?.display_name ?? id;
+      named.set(name, (named.get(name) ?? new Set()).add(id));
     }
     for (const widget of panels) {
       const id = widget.content.instanceId;
@@ -159,7 +164,14 @@ export function addCommands(
       if (info !== undefined) {
         known.set(widget, info);
       }
-      setTitle(widget, info, trans, (counts.get(id) ?? 0) > 1 ? number : null);
+      const ambiguous = (named.get(info?.display_name ?? id)?.size ?? 0) > 1;
+      setTitle(
+        widget,
+        info,
+        trans,
+        (counts.get(id) ?? 0) > 1 ? number : null,
+        ambiguous
+      );
     }
   };
 
@@ -483,21 +495,32 @@ export interface ICommandOptions {
  * @param trans - The translation bundle.
  * @param number - The panel's number among those of its instance, or `null`
  *   when it is the only one.
+ * @param withInstance - Whether the title names the instance too (another
+ *   open panel's instance has the same display name).
  */
 export function setTitle(
   widget: MainAreaWidget<IToolTerminal>,
   info: IToolInstance | undefined,
   trans: TranslationBundle,
-  number: number | null = null
+  number: number | null = null,
+  withInstance = false
 ): void {
   const id = widget.content.instanceId;
   const agent = widget.content.session?.agent;
+  const display = info?.display_name ?? id;
   // An agent's terminal says whose it is (the owner watches it here).
   const name = agent
-    ? trans.__('%1 — agent: %2', info?.display_name ?? id, agent.name)
-    : (info?.display_name ?? id);
-  widget.title.label =
-    number === null ? name : trans.__('%1 (%2)', name, number);
+    ? trans.__('%1 — agent: %2', display, agent.name)
+    : display;
+  if (withInstance && display !== id) {
+    widget.title.label =
+      number === null
+        ? trans.__('%1 (%2)', name, id)
+        : trans.__('%1 (%2, %3)', name, id, number);
+  } else {
+    widget.title.label =
+      number === null ? name : trans.__('%1 (%2)', name, number);
+  }
   const where =
     info === undefined
       ? trans.__('tool instance %1', id)

@@ -16,6 +16,7 @@ import { ISearchProviderRegistry } from '@jupyterlab/documentsearch';
 import { ILauncher } from '@jupyterlab/launcher';
 import { IRunningSessionManagers } from '@jupyterlab/running';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
+import { IStatusBar } from '@jupyterlab/statusbar';
 import type { ITerminal } from '@jupyterlab/terminal';
 import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 
@@ -28,6 +29,7 @@ import { ToolInstances } from './instances';
 import { restorePanels } from './restorer';
 import { RunningToolTerminals } from './running';
 import { ToolTerminalSearchProvider } from './search';
+import { addWhereItem } from './statusbar';
 import { ToolTerminalSessions } from './sessions';
 import { LauncherTiles } from './tiles';
 import {
@@ -69,7 +71,8 @@ const plugin: JupyterFrontEndPlugin<IToolTerminalTracker> = {
     ITranslator,
     IRunningSessionManagers,
     IThemeManager,
-    ISearchProviderRegistry
+    ISearchProviderRegistry,
+    IStatusBar
   ],
   activate
 };
@@ -99,7 +102,8 @@ function activate(
   translator: ITranslator | null,
   runningSessionManagers: IRunningSessionManagers | null,
   themeManager: IThemeManager | null,
-  searchRegistry: ISearchProviderRegistry | null
+  searchRegistry: ISearchProviderRegistry | null,
+  statusBar: IStatusBar | null
 ): IToolTerminalTracker {
   const trans = (translator ?? nullTranslator).load(TRANSLATION_DOMAIN);
   const serverSettings = toolTerminalSettings(
@@ -186,6 +190,9 @@ function activate(
   themeManager?.themeChanged.connect(() => {
     setOption('theme', terminalOptions.theme ?? 'inherit');
   });
+  if (statusBar !== null) {
+    addWhereItem(app, statusBar, tracker, instances, trans);
+  }
   // Ctrl+F and Edit > Find… in a tool terminal.
   searchRegistry?.add('jupyter-tool-terminal', ToolTerminalSearchProvider);
   return tracker;

@@ -91,16 +91,31 @@ export class RunningToolTerminals
    * reattached to it) when clicked.
    */
   running(): IRunningSessions.IRunningItem[] {
-    return this._sessions.running().map(session => {
+    const listed = this._sessions.running();
+    return listed.map(session => {
       const info = this._instances.get(session.instance);
+      // Each terminal names its instance, and is numbered among that
+      // instance's terminals (oldest first) when it has several.
+      const siblings = listed
+        .filter(other => other.instance === session.instance)
+        .sort((a, b) => a.created.localeCompare(b.created));
+      const number = siblings.indexOf(session) + 1;
       return {
         icon: () => toolIcon(info?.tool ?? session.tool, info?.icon),
         label: () => {
-          const name = info?.display_name ?? session.instance;
+          const display = info?.display_name ?? session.instance;
           // An agent's terminal is the user's too: named after the agent.
-          return session.agent
-            ? this._trans.__('%1 — agent: %2', name, session.agent.name)
-            : name;
+          const name = session.agent
+            ? this._trans.__('%1 — agent: %2', display, session.agent.name)
+            : display;
+          // (An instance listed under its id names itself already.)
+          const where = display === session.instance ? null : session.instance;
+          if (siblings.length > 1) {
+            return where === null
+              ? this._trans.__('%1 (%2)', name, number)
+              : this._trans.__('%1 (%2, %3)', name, where, number);
+          }
+          return where === null ? name : this._trans.__('%1 (%2)', name, where);
         },
         labelTitle: () =>
           session.agent

@@ -240,6 +240,11 @@ export interface IToolInstance {
    * The SVG icon of the tool type, if the operator configured one.
    */
   icon?: string | null;
+
+  /**
+   * The user the tool type's shells run as (`null`: the image's own user).
+   */
+  user?: string | null;
 }
 
 /**

@@ -16,6 +16,7 @@ import {
   CONTAINER,
   openToolTerminal,
   shells,
+  tabMenu,
   terminalTabs,
   typeLine,
   waitForLine,
@@ -98,10 +99,8 @@ test("the context menu has one Copy and one Paste, and no dead entries", async (
   expect(labels).not.toContain("Refresh Terminal");
   expect(labels).not.toContain("New Tool Terminal Session");
   await page.keyboard.press("Escape");
-  await page
-    .locator(`.lm-DockPanel-tabBar .jp-ToolTerminal-tab[title*="${CONTAINER}"]`)
-    .locator(".lm-TabBar-tabCloseIcon")
-    .click();
+  // (Closing the tab would leave the session running for the next tests.)
+  await tabMenu(page, "Shut Down Tool Terminal Session");
 });
 
 test("a live switch to JupyterLab Dark turns the terminal dark at once", async ({
@@ -122,9 +121,12 @@ test("a live switch to JupyterLab Dark turns the terminal dark at once", async (
   await expect
     .poll(async () => isDark(await terminalBackground(page)))
     .toBe(false);
+  await tabMenu(page, "Shut Down Tool Terminal Session");
 });
 
-test("Ctrl+F searches the scrollback, not in a full-screen program", async ({ page }) => {
+test("Ctrl+F searches the scrollback, not in a full-screen program", async ({
+  page,
+}) => {
   const terminal = await openToolTerminal(page, "search");
   // Three lines of output, and the command line itself: four matches.
   await typeLine(page, terminal, "for i in 1 2 3; do echo FIND-ME-$i; done");
@@ -149,6 +151,7 @@ test("Ctrl+F searches the scrollback, not in a full-screen program", async ({ pa
   await page.keyboard.type(":q!");
   await page.keyboard.press("Enter");
   await expect(input).toHaveCount(0);
+  await tabMenu(page, "Shut Down Tool Terminal Session");
 });
 
 test("a program's OSC 52 copy reaches the clipboard", async ({
@@ -157,6 +160,9 @@ test("a program's OSC 52 copy reaches the clipboard", async ({
 }) => {
   await context.grantPermissions(["clipboard-read", "clipboard-write"]);
   const terminal = await openToolTerminal(page, "osc52");
+  // The status bar says where the shell runs (the test tool type sets no
+  // user: the instance alone).
+  await expect(page.locator(".jp-ToolTerminal-where")).toHaveText(CONTAINER);
   await typeLine(
     page,
     terminal,
@@ -166,4 +172,5 @@ test("a program's OSC 52 copy reaches the clipboard", async ({
   await expect
     .poll(() => page.evaluate(() => navigator.clipboard.readText()))
     .toBe("copied by osc 52");
+  await tabMenu(page, "Shut Down Tool Terminal Session");
 });

@@ -385,6 +385,27 @@ describe('RunningToolTerminals', () => {
     t.instances.dispose();
   });
 
+  it('numbers the terminals of one instance, oldest first', async () => {
+    const t = makeRunning([
+      {
+        status: 200,
+        body: [
+          { ...sessionModel('s2'), created: '2026-01-01T00:00:02Z' },
+          { ...sessionModel('s1'), created: '2026-01-01T00:00:01Z' },
+          sessionModel('s3', 'pg-2')
+        ]
+      }
+    ]);
+    await t.running.refresh();
+    expect(t.running.running().map(i => i.label())).toEqual([
+      'pg-1 (2)',
+      'pg-1 (1)',
+      'pg-2'
+    ]);
+    t.running.dispose();
+    t.instances.dispose();
+  });
+
   it('lists the sessions and signals a change', async () => {
     const t = makeRunning([
       { status: 200, body: [sessionModel('s1'), sessionModel('s2', 'pg-2')] }
