@@ -7,7 +7,7 @@ import { nullTranslator } from '@jupyterlab/translation';
 import { CommandRegistry } from '@lumino/commands';
 import { Signal } from '@lumino/signaling';
 
-import { getSession, listSessions } from '../api';
+import { listSessions } from '../api';
 import { instanceLabel, ToolInstances } from '../instances';
 import { restoreArgs, sessionArg } from '../restorer';
 import { RunningToolTerminals } from '../running';
@@ -104,21 +104,6 @@ function followingPanels(serverSettings: ServerConnection.ISettings) {
 }
 
 describe('api: session lookups', () => {
-  it('refuses an empty session id instead of asking for sessions/', async () => {
-    const { settings, requests } = makeSettings([{ status: 200, body: [] }]);
-    await expect(getSession('', settings)).rejects.toThrow('empty');
-    expect(requests).toHaveLength(0);
-  });
-
-  it('refuses an answer that is not the session asked for', async () => {
-    const { settings } = makeSettings([
-      { status: 200, body: [sessionModel('s1')] },
-      { status: 200, body: sessionModel('other') }
-    ]);
-    await expect(getSession('s1', settings)).rejects.toThrow('Unexpected');
-    await expect(getSession('s1', settings)).rejects.toThrow('Unexpected');
-  });
-
   it('lists the sessions, dropping malformed items', async () => {
     const { settings, requests } = makeSettings([
       { status: 200, body: [sessionModel('s1'), { id: '' }, 'x'] }
