@@ -270,6 +270,24 @@ function activateObserve(
     return panel;
   };
 
+  /**
+   * A command body acting on the current panel's session: a failure is
+   * shown under `failure`.
+   */
+  const onCurrentSession =
+    (failure: string, act: (sessionId: string) => Promise<void>) =>
+    async (): Promise<void> => {
+      const sessionId = tracker.currentWidget?.content.sessionId;
+      if (!sessionId) {
+        return;
+      }
+      try {
+        await act(sessionId);
+      } catch (error) {
+        await showErrorMessage(failure, error as Error);
+      }
+    };
+
   app.commands.addCommand(ObserveCommandIDs.share, {
     label: trans.__('Share Read-Only…'),
     caption: trans.__(
@@ -277,32 +295,24 @@ function activateObserve(
     ),
     describedBy: NO_ARGS,
     isEnabled: () => !!tracker.currentWidget?.content.isLive,
-    execute: async () => {
-      const sessionId = tracker.currentWidget?.content.sessionId;
-      if (!sessionId) {
-        return;
-      }
-      const answer = await InputDialog.getText({
-        title: trans.__('Share Read-Only'),
-        label: trans.__('User name'),
-        placeholder: trans.__('the user who may watch this terminal')
-      });
-      const user = answer.value?.trim();
-      if (!answer.button.accept || !user) {
-        return;
-      }
-      try {
+    execute: onCurrentSession(
+      trans.__('Could not share the terminal'),
+      async sessionId => {
+        const answer = await InputDialog.getText({
+          title: trans.__('Share Read-Only'),
+          label: trans.__('User name'),
+          placeholder: trans.__('the user who may watch this terminal')
+        });
+        const user = answer.value?.trim();
+        if (!answer.button.accept || !user) {
+          return;
+        }
         await shareReadOnly(sessionId, user, serverSettings);
         Notification.success(
           trans.__('%1 can now watch this terminal, read-only.', user)
         );
-      } catch (error) {
-        await showErrorMessage(
-          trans.__('Could not share the terminal'),
-          error as Error
-        );
       }
-    }
+    )
   });
 
   app.commands.addCommand(ObserveCommandIDs.unshare, {
@@ -310,12 +320,9 @@ function activateObserve(
     caption: trans.__('Stop letting a user watch this terminal'),
     describedBy: NO_ARGS,
     isEnabled: () => !!tracker.currentWidget?.content.isLive,
-    execute: async () => {
-      const sessionId = tracker.currentWidget?.content.sessionId;
-      if (!sessionId) {
-        return;
-      }
-      try {
+    execute: onCurrentSession(
+      trans.__('Could not stop sharing the terminal'),
+      async sessionId => {
         const users = await listObservers(sessionId, serverSettings);
         if (users.length === 0) {
           Notification.info(
@@ -336,13 +343,8 @@ function activateObserve(
         Notification.success(
           trans.__('%1 can no longer watch this terminal.', user)
         );
-      } catch (error) {
-        await showErrorMessage(
-          trans.__('Could not stop sharing the terminal'),
-          error as Error
-        );
       }
-    }
+    )
   });
 
   app.commands.addCommand(ObserveCommandIDs.observe, {
