@@ -323,7 +323,7 @@ export class ToolTerminalPanel extends Panel implements IToolTerminal {
    * Dispose of the panel, its terminal widget and its connection: the
    * session is shut down when {@link shutsDownOnClose}, else detached (it
    * keeps running, and the Running panel or its tile reopens it).
-   * *Close Tool Terminal Session* always ends it.
+   * *Shut Down Tool Terminal Session* always ends it.
    */
   dispose(): void {
     if (this.isDisposed) {
