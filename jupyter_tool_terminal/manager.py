@@ -826,19 +826,32 @@ class ToolTerminalManager(LoggingConfigurable):
             return principal == admission.principal and principal in session.observers
         return principal == session.owner
 
-    def detach(self, admission: Admission, client: TerminalClient, revoked: bool = False) -> None:
+    def detach(
+        self,
+        admission: Admission,
+        client: TerminalClient,
+        revoked: bool = False,
+        kept: bool = False,
+    ) -> None:
         """The connection closed; the owner's last one leaving ends the session after
         ``disconnect_grace``, or at once if its access was ``revoked`` (a logout must not leave
-        a shell behind for a minute)."""
+        a shell behind for a minute), or not at all if the client ``kept`` it (its tab closed
+        with the session left running: only ``idle_timeout`` and a DELETE end it then)."""
         if not admission.attached:
             return
         admission.attached = False
         session = admission._session
         session.detach(client)
         self.slots.release(session.id, admission.principal, admission.kind)
-        self._client_detached(session, grace=0 if revoked and not admission.observer else None)
+        self._client_detached(
+            session,
+            grace=0 if revoked and not admission.observer else None,
+            kept=kept and not revoked,
+        )
 
-    def _client_detached(self, session: ToolTerminal, grace: float | None = None) -> None:
+    def _client_detached(
+        self, session: ToolTerminal, grace: float | None = None, kept: bool = False
+    ) -> None:
         """A client disconnected: the owner's last one leaving ends the session (after the
         grace, ``disconnect_grace`` unless given), whether or not observers still watch."""
         # An agent's terminal stays open when its owner stops watching it.
@@ -847,6 +860,7 @@ class ToolTerminalManager(LoggingConfigurable):
             and not session.ended
             and not session.suspended
             and session.agent is None
+            and not kept
         ):
             if grace is None:
                 self._arm_timer(session, self.disconnect_grace, "last client disconnected")

@@ -20,6 +20,12 @@ MIN_ROWS = MIN_COLS = 2
 MAX_ROWS = 500
 MAX_COLS = 1000
 
+#: The WebSocket close code a client sends when its user closed the terminal's tab but not the
+#: session (JupyterLab's habit: the terminal goes on, reopened from the Running panel). The
+#: session then waits for no grace: it lives until it is deleted, its shell exits, it goes idle
+#: (``idle_timeout``) or the server stops. Any other close starts ``disconnect_grace``.
+DETACH_CLOSE_CODE = 4000
+
 
 def clamp_size(rows: int, cols: int) -> tuple[int, int]:
     """Clamp a terminal size into the bounds the engine is ever asked for."""

@@ -66,12 +66,15 @@ class ToolType:
         return " or ".join(self.shells) if self.shells else self.shell[0]
 
     def public_model(self) -> dict[str, t.Any]:
-        """Return what a client may know of this tool type (nothing that says how it runs)."""
+        """Return what a client may know of this tool type: its names and icon, and the user
+        its shells run as (``None``: the image's own), which the user is shown; never its
+        command, environment or working directory."""
         return {
             "tool": self.name,
             "display_name": self.display_name,
             "has_startup_command": self.startup_command is not None,
             "icon": self.icon,
+            "user": self.user,
         }
 
 

@@ -22,7 +22,14 @@ from tornado.websocket import WebSocketClosedError, WebSocketHandler
 from . import metrics
 from .base import ACCESS_CHECK_TIMEOUT, AUTH_RESOURCE, ID, ToolTerminalMixin
 from .errors import SessionError
-from .protocol import FrameError, Unknown, disconnect_frame, error_frame, parse_client_frame
+from .protocol import (
+    DETACH_CLOSE_CODE,
+    FrameError,
+    Unknown,
+    disconnect_frame,
+    error_frame,
+    parse_client_frame,
+)
 from .recheck import recheck_handler
 
 if t.TYPE_CHECKING:
@@ -197,12 +204,18 @@ class TerminalSocket(ToolTerminalMixin, WebSocketMixin, WebSocketHandler, Jupyte
             self.send_frame(error_frame(refusal))
 
     def on_close(self) -> None:
-        """Detach; the last client leaving ends the session."""
+        """Detach; the last client leaving ends the session (after the grace), unless it
+        closed with :data:`DETACH_CLOSE_CODE` (the tab closed, the session kept)."""
         if self._recheck is not None:
             self._recheck.stop()
         admission, self.admission = self.admission, None
         if admission is not None:
-            self.tool_sessions.detach(admission, self, revoked=self._access_revoked)
+            self.tool_sessions.detach(
+                admission,
+                self,
+                revoked=self._access_revoked,
+                kept=self.close_code == DETACH_CLOSE_CODE,
+            )
 
 
 #: The WebSocket route (relative: the server adds its base_url).

@@ -41,6 +41,8 @@ async def test_env_shows_no_server_variables(
     assert variables["LANG"] == "C.UTF-8"
     assert "LINES" not in variables
     assert "COLUMNS" not in variables
+    # The shell it runs (the sandbox tool type's), as login(1) would set it.
+    assert variables["SHELL"] == "/bin/sh"
     if runtime_name == "docker":
         # The container's own environment is kept.
         assert variables["PATH"] == "/bin"
@@ -49,7 +51,6 @@ async def test_env_shows_no_server_variables(
         assert variables["PATH"] == os.environ["PATH"]
         user = pwd.getpwuid(os.getuid())
         assert (variables["USER"], variables["HOME"]) == (user.pw_name, user.pw_dir)
-        assert variables["SHELL"] == "/bin/sh"
 
 
 class TestToolTypeSettings:

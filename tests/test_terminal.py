@@ -133,6 +133,7 @@ async def test_lists_show_the_callers_instances_and_sessions(
             **({"engine": CONTAINERS_ENGINE} if CONTAINERS_ENGINE else {}),
             "has_startup_command": True,
             "icon": None,
+            "user": None,
         }
     ]
     assert all(i["tool"] in {"sandbox", "course", "broken"} for i in instances)

@@ -21,6 +21,7 @@ def test_defaults() -> None:
         "display_name": "db",
         "has_startup_command": False,
         "icon": None,
+        "user": None,
     }
 
 
@@ -40,6 +41,8 @@ def test_full_tool_type() -> None:
     assert tool.shell == ("/bin/bash", "-l")
     assert tool.env == {"PGDATABASE": "app"}
     assert tool.public_model()["has_startup_command"] is True
+    # The user the shell runs as, for the status bar (none: the image's own).
+    assert tool.public_model()["user"] == "postgres"
 
 
 @pytest.mark.parametrize(

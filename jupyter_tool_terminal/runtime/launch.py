@@ -85,10 +85,13 @@ def shell_environment(
 
     ``has_lang`` says whether the instance already sets ``LANG``; ``server`` is the server's
     id, for a runtime that reclaims the shells of servers that died. Nothing of the Jupyter
-    server's own environment is ever part of it; ``LINES``/``COLUMNS`` are left out on purpose
+    server's own environment is ever part of it; ``SHELL`` names the tool type's shell;
+    ``LINES``/``COLUMNS`` are left out on purpose
     (shells that see them ignore the real, resized terminal size).
     """
-    environment = {"TERM": TERM}
+    # SHELL names the shell the terminal runs, as login(1) sets it (programs that start a
+    # shell, `script` or an editor's `:shell`, read it); the tool type's `env` may say otherwise.
+    environment = {"TERM": TERM, "SHELL": tool.shell[0]}
     if not has_lang:
         environment["LANG"] = DEFAULT_LANG
     environment.update(tool.env)

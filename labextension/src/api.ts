@@ -112,32 +112,6 @@ export interface ITerminalSize {
 }
 
 /**
- * Get a session of the current user.
- *
- * @param id - The session id (never empty: `sessions/` is the list).
- * @param serverSettings - The server settings.
- * @returns The session.
- * @throws {Error} for an empty id, or an answer that is not that session.
- */
-export async function getSession(
-  id: string,
-  serverSettings: ServerConnection.ISettings
-): Promise<ISessionModel> {
-  if (id === '') {
-    throw new Error('A session id cannot be empty');
-  }
-  await ensureWebSocketLogin(serverSettings);
-  const data = await requestAPI<unknown>(
-    `sessions/${encodeURIComponent(id)}`,
-    serverSettings
-  );
-  if (!Private.isSession(data) || data.id !== id) {
-    throw new Error(`Unexpected answer looking up session ${id}`);
-  }
-  return data;
-}
-
-/**
  * List the sessions of the current user.
  *
  * Looking a session up in the list answers 200 whether it is still there or

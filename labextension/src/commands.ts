@@ -29,6 +29,7 @@ import { notesBody, notesSummary } from './notes';
 import { ToolTerminalPanel } from './panel';
 import { endedArg, sessionArg, trackSessions } from './restorer';
 import type { ToolTerminalSessions } from './sessions';
+import type { IToolTerminalPreferences } from './settings';
 import type { IToolInstance, IToolTerminal } from './tokens';
 import { CommandIDs, TRANSLATION_DOMAIN } from './tokens';
 
@@ -36,6 +37,11 @@ import { CommandIDs, TRANSLATION_DOMAIN } from './tokens';
  * The class of a tool terminal tab, for the tab context menu.
  */
 export const TAB_CLASS = 'jp-ToolTerminal-tab';
+
+/**
+ * JupyterLab's find command (its search bar over the current widget).
+ */
+const FIND_COMMAND = 'documentsearch:start';
 
 /**
  * The class of a stopped instance's launcher tile icon (the tile looks
@@ -98,6 +104,12 @@ export function addCommands(
       sessions: options.sessions,
       translator,
       terminalOptions: options.terminalOptions,
+      preferences: options.preferences,
+      find: () => {
+        if (commands.hasCommand(FIND_COMMAND)) {
+          void commands.execute(FIND_COMMAND);
+        }
+      },
       sessionId: session,
       endMessage: ended
     });
@@ -135,9 +147,14 @@ export function addCommands(
       }
     });
     const counts = new Map<string, number>();
+    // The instances each display name stands for among the open panels: a
+    // name that stands for several says which instance it is.
+    const named = new Map<string, Set<string>>();
     for (const widget of panels) {
       const id = widget.content.instanceId;
       counts.set(id, (counts.get(id) ?? 0) + 1);
+      const name = (instances.get(id) ?? known.get(widget))?.display_name ?? id;
+      named.set(name, (named.get(name) ?? new Set()).add(id));
     }
     for (const widget of panels) {
       const id = widget.content.instanceId;
@@ -147,7 +164,14 @@ export function addCommands(
       if (info !== undefined) {
         known.set(widget, info);
       }
-      setTitle(widget, info, trans, (counts.get(id) ?? 0) > 1 ? number : null);
+      const ambiguous = (named.get(info?.display_name ?? id)?.size ?? 0) > 1;
+      setTitle(
+        widget,
+        info,
+        trans,
+        (counts.get(id) ?? 0) > 1 ? number : null,
+        ambiguous
+      );
     }
   };
 
@@ -319,6 +343,12 @@ export function addCommands(
       const widget = target(args);
       return widget !== null && !widget.content.isLive;
     },
+    // Offered only where it can run: not beside a live session (in the menus
+    // and the palette alike).
+    isVisible: args => {
+      const widget = target(args);
+      return widget !== null && !widget.content.isLive;
+    },
     describedBy: noArgs,
     execute: async args => {
       const widget = target(args);
@@ -330,11 +360,13 @@ export function addCommands(
   });
 
   commands.addCommand(CommandIDs.close, {
-    label: trans.__('Close Tool Terminal Session'),
+    label: trans.__('Shut Down Tool Terminal Session'),
     caption: args =>
       target(args) === null
         ? noPanel
-        : trans.__('Kill the session and close its panel'),
+        : trans.__(
+            'Shut the session down (its shell and everything it started are killed) and close its panel'
+          ),
     icon: args => (args.isPalette === true ? undefined : stopIcon),
     isEnabled: args => target(args) !== null,
     describedBy: noArgs,
@@ -446,6 +478,11 @@ export interface ICommandOptions {
    * plugin updates them in place).
    */
   terminalOptions: Partial<ITerminal.IOptions>;
+
+  /**
+   * The extension's own settings, shared by every panel (updated in place).
+   */
+  preferences?: IToolTerminalPreferences;
 }
 
 /**
@@ -458,21 +495,32 @@ export interface ICommandOptions {
  * @param trans - The translation bundle.
  * @param number - The panel's number among those of its instance, or `null`
  *   when it is the only one.
+ * @param withInstance - Whether the title names the instance too (another
+ *   open panel's instance has the same display name).
  */
 export function setTitle(
   widget: MainAreaWidget<IToolTerminal>,
   info: IToolInstance | undefined,
   trans: TranslationBundle,
-  number: number | null = null
+  number: number | null = null,
+  withInstance = false
 ): void {
   const id = widget.content.instanceId;
   const agent = widget.content.session?.agent;
+  const display = info?.display_name ?? id;
   // An agent's terminal says whose it is (the owner watches it here).
   const name = agent
-    ? trans.__('%1 — agent: %2', info?.display_name ?? id, agent.name)
-    : (info?.display_name ?? id);
-  widget.title.label =
-    number === null ? name : trans.__('%1 (%2)', name, number);
+    ? trans.__('%1 — agent: %2', display, agent.name)
+    : display;
+  if (withInstance && display !== id) {
+    widget.title.label =
+      number === null
+        ? trans.__('%1 (%2)', name, id)
+        : trans.__('%1 (%2, %3)', name, id, number);
+  } else {
+    widget.title.label =
+      number === null ? name : trans.__('%1 (%2)', name, number);
+  }
   const where =
     info === undefined
       ? trans.__('tool instance %1', id)

@@ -39,6 +39,13 @@ export function webSocketUrl(
 }
 
 /**
+ * The WebSocket close code that detaches a client from its session without
+ * ending it (the server's `DETACH_CLOSE_CODE`): its tab closed, the session
+ * goes on and is reopened from the Running panel.
+ */
+export const DETACH_CLOSE_CODE = 4000;
+
+/**
  * The marker xterm.js puts before pasted text when the program enabled
  * bracketed paste mode (`ESC [ ? 2004 h`).
  */
@@ -348,16 +355,32 @@ export class ToolTerminalConnection implements Terminal.ITerminalConnection {
   }
 
   /**
+   * Detach from the session and dispose of the connection: the socket closes
+   * with {@link DETACH_CLOSE_CODE}, and the server keeps the session running
+   * (until its idle timeout, if any) for a later reattach.
+   */
+  detach(): void {
+    this._dispose(DETACH_CLOSE_CODE);
+  }
+
+  /**
    * Dispose of the connection: close the socket (which ends the session on
-   * the server when it was the last client).
+   * the server, after its grace period, when it was the last client).
    */
   dispose(): void {
+    this._dispose();
+  }
+
+  /**
+   * Dispose of the connection, closing the socket with a code.
+   */
+  private _dispose(code?: number): void {
     if (this._isDisposed) {
       return;
     }
     this._isDisposed = true;
     this._clearReconnect();
-    this._closeSocket();
+    this._closeSocket(code);
     this._updateConnectionStatus('disconnected');
     this._disposed.emit();
     Signal.clearData(this);
@@ -412,7 +435,7 @@ export class ToolTerminalConnection implements Terminal.ITerminalConnection {
   /**
    * Close the current socket without reacting to its close event.
    */
-  private _closeSocket(): void {
+  private _closeSocket(code?: number): void {
     const ws = this._ws;
     this._ws = null;
     if (ws !== null) {
@@ -424,7 +447,7 @@ export class ToolTerminalConnection implements Terminal.ITerminalConnection {
         ws.readyState === Private.OPEN ||
         ws.readyState === Private.CONNECTING
       ) {
-        ws.close();
+        ws.close(code);
       }
     }
   }

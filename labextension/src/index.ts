@@ -7,10 +7,16 @@ import type {
 } from '@jupyterlab/application';
 import { ILayoutRestorer } from '@jupyterlab/application';
 import type { MainAreaWidget } from '@jupyterlab/apputils';
-import { ICommandPalette, WidgetTracker } from '@jupyterlab/apputils';
+import {
+  ICommandPalette,
+  IThemeManager,
+  WidgetTracker
+} from '@jupyterlab/apputils';
+import { ISearchProviderRegistry } from '@jupyterlab/documentsearch';
 import { ILauncher } from '@jupyterlab/launcher';
 import { IRunningSessionManagers } from '@jupyterlab/running';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
+import { IStatusBar } from '@jupyterlab/statusbar';
 import type { ITerminal } from '@jupyterlab/terminal';
 import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 
@@ -20,13 +26,19 @@ import { recordingsPlugin } from './recordings';
 import { observePlugin } from './observe';
 /* eslint-disable jupyter/prefer-lazy-imports -- the plugin's activate()
    registers its commands, tiles, Running section and settings at once. */
-import { addCommands, TAB_CLASS } from './commands';
+import { addCommands } from './commands';
 import { ToolInstances } from './instances';
 import { restorePanels } from './restorer';
 import { RunningToolTerminals } from './running';
+import { ToolTerminalSearchProvider } from './search';
+import { addWhereItem } from './statusbar';
 import { ToolTerminalSessions } from './sessions';
 import { LauncherTiles } from './tiles';
-import { followTerminalSettings, toolTerminalSettings } from './settings';
+import {
+  DEFAULT_PREFERENCES,
+  followTerminalSettings,
+  toolTerminalSettings
+} from './settings';
 /* eslint-enable jupyter/prefer-lazy-imports */
 import type { IToolTerminal } from './tokens';
 import {
@@ -59,7 +71,10 @@ const plugin: JupyterFrontEndPlugin<IToolTerminalTracker> = {
     ILayoutRestorer,
     ISettingRegistry,
     ITranslator,
-    IRunningSessionManagers
+    IRunningSessionManagers,
+    IThemeManager,
+    ISearchProviderRegistry,
+    IStatusBar
   ],
   activate
 };
@@ -89,7 +104,10 @@ function activate(
   restorer: ILayoutRestorer | null,
   settingRegistry: ISettingRegistry | null,
   translator: ITranslator | null,
-  runningSessionManagers: IRunningSessionManagers | null
+  runningSessionManagers: IRunningSessionManagers | null,
+  themeManager: IThemeManager | null,
+  searchRegistry: ISearchProviderRegistry | null,
+  statusBar: IStatusBar | null
 ): IToolTerminalTracker {
   const trans = (translator ?? nullTranslator).load(TRANSLATION_DOMAIN);
   const serverSettings = toolTerminalSettings(
@@ -107,11 +125,13 @@ function activate(
     auto: runningSessionManagers !== null
   });
   const terminalOptions: Partial<ITerminal.IOptions> = {};
+  const preferences = { ...DEFAULT_PREFERENCES };
 
   addCommands(app, tracker, instances, {
     sessions,
     translator,
-    terminalOptions
+    terminalOptions,
+    preferences
   });
 
   if (launcher !== null) {
@@ -129,7 +149,11 @@ function activate(
     });
   }
 
-  Private.addMenus(app, palette, category);
+  // The context menus, the File > New entry and the shortcuts are declared
+  // in schema/plugin.json (users rebind or hide them in the settings).
+  if (palette !== null) {
+    Private.addToPalette(palette, category);
+  }
 
   if (restorer !== null) {
     void restorePanels(restorer, tracker);
@@ -147,13 +171,34 @@ function activate(
     );
   }
 
-  if (settingRegistry !== null) {
-    followTerminalSettings(settingRegistry, terminalOptions, (key, value) => {
-      tracker.forEach(widget => {
-        widget.content.setTerminalOption(key, value);
-      });
+  const setOption: Parameters<typeof followTerminalSettings>[4] = (
+    key,
+    value
+  ) => {
+    tracker.forEach(widget => {
+      widget.content.setTerminalOption(key, value);
     });
+  };
+  if (settingRegistry !== null) {
+    followTerminalSettings(
+      settingRegistry,
+      plugin.id,
+      terminalOptions,
+      preferences,
+      setOption
+    );
   }
+  // A terminal that inherits JupyterLab's theme reads its colours again when
+  // the theme changes (setting the theme option re-reads them, as
+  // JupyterLab's terminal extension does for its own terminals).
+  themeManager?.themeChanged.connect(() => {
+    setOption('theme', terminalOptions.theme ?? 'inherit');
+  });
+  if (statusBar !== null) {
+    addWhereItem(app, statusBar, tracker, instances, trans);
+  }
+  // Ctrl+F and Edit > Find… in a tool terminal.
+  searchRegistry?.add('jupyter-tool-terminal', ToolTerminalSearchProvider);
   return tracker;
 }
 
@@ -162,45 +207,21 @@ function activate(
  */
 namespace Private {
   /**
-   * Put the commands in the context menus of a tool terminal's body and
-   * tab, and in the command palette.
+   * Put the commands in the command palette (menus and shortcuts are in the
+   * plugin's settings schema).
    */
-  export function addMenus(
-    app: JupyterFrontEnd,
-    palette: ICommandPalette | null,
+  export function addToPalette(
+    palette: ICommandPalette,
     category: string
   ): void {
-    const bodySelector = '.jp-ToolTerminal';
-    const tabSelector = `.lm-DockPanel-tabBar .${TAB_CLASS}`;
-    const fromContextMenu = { fromContextMenu: true };
-    const items: [string, string, number][] = [
-      [CommandIDs.copy, bodySelector, 0],
-      [CommandIDs.paste, bodySelector, 1],
-      [CommandIDs.reset, bodySelector, 2],
-      [CommandIDs.restart, bodySelector, 3],
-      [CommandIDs.close, bodySelector, 4],
-      [CommandIDs.reset, tabSelector, 10],
-      [CommandIDs.restart, tabSelector, 11],
-      [CommandIDs.close, tabSelector, 12]
-    ];
-    for (const [command, selector, rank] of items) {
-      app.contextMenu.addItem({
-        command,
-        selector,
-        rank,
-        args: fromContextMenu
-      });
-    }
-    if (palette !== null) {
-      for (const command of [
-        CommandIDs.open,
-        CommandIDs.reset,
-        CommandIDs.restart,
-        CommandIDs.close,
-        CommandIDs.refresh
-      ]) {
-        palette.addItem({ command, category, args: { isPalette: true } });
-      }
+    for (const command of [
+      CommandIDs.open,
+      CommandIDs.reset,
+      CommandIDs.restart,
+      CommandIDs.close,
+      CommandIDs.refresh
+    ]) {
+      palette.addItem({ command, category, args: { isPalette: true } });
     }
   }
 }

@@ -33,7 +33,11 @@ import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 import { Widget } from '@lumino/widgets';
 
 import { listObserved, listObservers, shareReadOnly, stopSharing } from './api';
-import { followTerminalSettings, toolTerminalSettings } from './settings';
+import {
+  DEFAULT_PREFERENCES,
+  followTerminalSettings,
+  toolTerminalSettings
+} from './settings';
 import { ToolTerminalConnection } from './connection';
 import type { IObservedSession, ISessionModel } from './tokens';
 import {
@@ -201,71 +205,99 @@ export const observePlugin: JupyterFrontEndPlugin<void> = {
   autoStart: true,
   requires: [IToolTerminalTracker],
   optional: [ICommandPalette, ITranslator, ISettingRegistry, ILayoutRestorer],
-  activate: (
-    app: JupyterFrontEnd,
-    tracker: IToolTerminalTracker,
-    palette: ICommandPalette | null,
-    translator: ITranslator | null,
-    settingRegistry: ISettingRegistry | null,
-    restorer: ILayoutRestorer | null
-  ): void => {
-    const trans = (translator ?? nullTranslator).load(TRANSLATION_DOMAIN);
-    const serverSettings = toolTerminalSettings(
-      app.serviceManager.serverSettings
-    );
-    const category = trans.__('Tool Terminals');
-    // The user's terminal settings, in every observer panel too.
-    const terminalOptions: Partial<ITerminal.IOptions> = {};
-    const observers = new WidgetTracker<MainAreaWidget<Terminal>>({
-      namespace: TRACKER_NAMESPACE
-    });
-    if (settingRegistry !== null) {
-      followTerminalSettings(settingRegistry, terminalOptions, (key, value) => {
+  activate: activateObserve
+};
+
+/**
+ * Activate the observer plugin: its commands, the tracker of observer panels and their restoration.
+ */
+function activateObserve(
+  app: JupyterFrontEnd,
+  tracker: IToolTerminalTracker,
+  palette: ICommandPalette | null,
+  translator: ITranslator | null,
+  settingRegistry: ISettingRegistry | null,
+  restorer: ILayoutRestorer | null
+): void {
+  const trans = (translator ?? nullTranslator).load(TRANSLATION_DOMAIN);
+  const serverSettings = toolTerminalSettings(
+    app.serviceManager.serverSettings
+  );
+  const category = trans.__('Tool Terminals');
+  // The user's terminal settings, in every observer panel too.
+  const terminalOptions: Partial<ITerminal.IOptions> = {};
+  const observers = new WidgetTracker<MainAreaWidget<Terminal>>({
+    namespace: TRACKER_NAMESPACE
+  });
+  if (settingRegistry !== null) {
+    followTerminalSettings(
+      settingRegistry,
+      null,
+      terminalOptions,
+      { ...DEFAULT_PREFERENCES },
+      (key, value) => {
         if (!(key in OBSERVER_OPTIONS)) {
           observers.forEach(panel => panel.content.setOption(key, value));
         }
-      });
-    }
-    // A reload opens the views again whose sessions are still shared (the
-    // open command fails for the others, and the restorer forgets them).
-    if (restorer) {
-      void restorer.restore(observers, {
-        command: ObserveCommandIDs.observe,
-        args: panel => ({
-          session: panel.content.session.name,
-          name: panel.id
-        }),
-        name: panel => panel.id
-      });
-    }
-    const open = (session: IObservedSession, name?: string) => {
-      const panel = createObserverPanel(
-        session,
-        serverSettings,
-        translator ?? nullTranslator,
-        terminalOptions
-      );
-      if (name !== undefined) {
-        panel.id = name;
       }
-      void observers.add(panel);
-      app.shell.add(panel, 'main');
-      app.shell.activateById(panel.id);
-      return panel;
+    );
+  }
+  // A reload opens the views again whose sessions are still shared (the
+  // open command fails for the others, and the restorer forgets them).
+  if (restorer) {
+    void restorer.restore(observers, {
+      command: ObserveCommandIDs.observe,
+      args: panel => ({
+        session: panel.content.session.name,
+        name: panel.id
+      }),
+      name: panel => panel.id
+    });
+  }
+  const open = (session: IObservedSession, name?: string) => {
+    const panel = createObserverPanel(
+      session,
+      serverSettings,
+      translator ?? nullTranslator,
+      terminalOptions
+    );
+    if (name !== undefined) {
+      panel.id = name;
+    }
+    void observers.add(panel);
+    app.shell.add(panel, 'main');
+    app.shell.activateById(panel.id);
+    return panel;
+  };
+
+  /**
+   * A command body acting on the current panel's session: a failure is
+   * shown under `failure`.
+   */
+  const onCurrentSession =
+    (failure: string, act: (sessionId: string) => Promise<void>) =>
+    async (): Promise<void> => {
+      const sessionId = tracker.currentWidget?.content.sessionId;
+      if (!sessionId) {
+        return;
+      }
+      try {
+        await act(sessionId);
+      } catch (error) {
+        await showErrorMessage(failure, error as Error);
+      }
     };
 
-    app.commands.addCommand(ObserveCommandIDs.share, {
-      label: trans.__('Share Read-Only…'),
-      caption: trans.__(
-        'Let another user watch this terminal (they cannot type)'
-      ),
-      describedBy: NO_ARGS,
-      isEnabled: () => !!tracker.currentWidget?.content.isLive,
-      execute: async () => {
-        const sessionId = tracker.currentWidget?.content.sessionId;
-        if (!sessionId) {
-          return;
-        }
+  app.commands.addCommand(ObserveCommandIDs.share, {
+    label: trans.__('Share Read-Only…'),
+    caption: trans.__(
+      'Let another user watch this terminal (they cannot type)'
+    ),
+    describedBy: NO_ARGS,
+    isEnabled: () => !!tracker.currentWidget?.content.isLive,
+    execute: onCurrentSession(
+      trans.__('Could not share the terminal'),
+      async sessionId => {
         const answer = await InputDialog.getText({
           title: trans.__('Share Read-Only'),
           label: trans.__('User name'),
@@ -275,152 +307,113 @@ export const observePlugin: JupyterFrontEndPlugin<void> = {
         if (!answer.button.accept || !user) {
           return;
         }
-        try {
-          await shareReadOnly(sessionId, user, serverSettings);
-          Notification.success(
-            trans.__('%1 can now watch this terminal, read-only.', user)
-          );
-        } catch (error) {
-          await showErrorMessage(
-            trans.__('Could not share the terminal'),
-            error as Error
-          );
-        }
-      }
-    });
-
-    app.commands.addCommand(ObserveCommandIDs.unshare, {
-      label: trans.__('Stop Sharing Read-Only…'),
-      caption: trans.__('Stop letting a user watch this terminal'),
-      describedBy: NO_ARGS,
-      isEnabled: () => !!tracker.currentWidget?.content.isLive,
-      execute: async () => {
-        const sessionId = tracker.currentWidget?.content.sessionId;
-        if (!sessionId) {
-          return;
-        }
-        try {
-          const users = await listObservers(sessionId, serverSettings);
-          if (users.length === 0) {
-            Notification.info(
-              trans.__('This terminal is not shared with anyone.')
-            );
-            return;
-          }
-          const choice = await InputDialog.getItem({
-            title: trans.__('Stop Sharing Read-Only'),
-            label: trans.__('User name'),
-            items: users
-          });
-          const user = choice.value;
-          if (!choice.button.accept || user === null || !users.includes(user)) {
-            return;
-          }
-          await stopSharing(sessionId, user, serverSettings);
-          Notification.success(
-            trans.__('%1 can no longer watch this terminal.', user)
-          );
-        } catch (error) {
-          await showErrorMessage(
-            trans.__('Could not stop sharing the terminal'),
-            error as Error
-          );
-        }
-      }
-    });
-
-    app.commands.addCommand(ObserveCommandIDs.observe, {
-      label: trans.__('Watch a Shared Tool Terminal…'),
-      caption: trans.__('Open a terminal another user shared with you'),
-      describedBy: {
-        args: {
-          type: 'object',
-          properties: {
-            session: {
-              type: 'string',
-              description: trans.__(
-                'A shared session to open (layout restoration)'
-              )
-            },
-            name: {
-              type: 'string',
-              description: trans.__('The panel id (layout restoration)')
-            }
-          }
-        }
-      },
-      execute: async args => {
-        if (typeof args.session === 'string') {
-          const restored = args.session;
-          const name = typeof args.name === 'string' ? args.name : undefined;
-          const session = (await listObserved(serverSettings)).find(
-            s => s.id === restored
-          );
-          if (session === undefined) {
-            throw new Error(
-              trans.__('The terminal is no longer shared with you.')
-            );
-          }
-          return open(session, name);
-        }
-        let shared: IObservedSession[];
-        try {
-          shared = await listObserved(serverSettings);
-        } catch (error) {
-          await showErrorMessage(
-            trans.__('Could not list shared terminals'),
-            error as Error
-          );
-          return;
-        }
-        if (shared.length === 0) {
-          Notification.info(trans.__('No tool terminal is shared with you.'));
-          return;
-        }
-        const labels = shared.map(s =>
-          trans.__('%1 of %2', s.instance, s.owner)
+        await shareReadOnly(sessionId, user, serverSettings);
+        Notification.success(
+          trans.__('%1 can now watch this terminal, read-only.', user)
         );
-        const choice = await InputDialog.getItem({
-          title: trans.__('Watch a Shared Tool Terminal'),
-          items: labels
-        });
-        const index = choice.value === null ? -1 : labels.indexOf(choice.value);
-        if (!choice.button.accept || index < 0) {
+      }
+    )
+  });
+
+  app.commands.addCommand(ObserveCommandIDs.unshare, {
+    label: trans.__('Stop Sharing Read-Only…'),
+    caption: trans.__('Stop letting a user watch this terminal'),
+    describedBy: NO_ARGS,
+    isEnabled: () => !!tracker.currentWidget?.content.isLive,
+    execute: onCurrentSession(
+      trans.__('Could not stop sharing the terminal'),
+      async sessionId => {
+        const users = await listObservers(sessionId, serverSettings);
+        if (users.length === 0) {
+          Notification.info(
+            trans.__('This terminal is not shared with anyone.')
+          );
           return;
         }
-        return open(shared[index]);
+        const choice = await InputDialog.getItem({
+          title: trans.__('Stop Sharing Read-Only'),
+          label: trans.__('User name'),
+          items: users
+        });
+        const user = choice.value;
+        if (!choice.button.accept || user === null || !users.includes(user)) {
+          return;
+        }
+        await stopSharing(sessionId, user, serverSettings);
+        Notification.success(
+          trans.__('%1 can no longer watch this terminal.', user)
+        );
       }
-    });
+    )
+  });
 
-    // On the panel itself: its body's and its tab's context menus.
-    app.contextMenu.addItem({
-      command: ObserveCommandIDs.share,
-      selector: '.jp-ToolTerminal',
-      rank: 5
-    });
-    app.contextMenu.addItem({
-      command: ObserveCommandIDs.unshare,
-      selector: '.jp-ToolTerminal',
-      rank: 6
-    });
-    // TAB_CLASS of ./commands (this plugin module does not import it:
-    // jupyter/prefer-lazy-imports).
-    const tab = '.lm-DockPanel-tabBar .jp-ToolTerminal-tab';
-    app.contextMenu.addItem({
-      command: ObserveCommandIDs.share,
-      selector: tab,
-      rank: 13
-    });
-    app.contextMenu.addItem({
-      command: ObserveCommandIDs.unshare,
-      selector: tab,
-      rank: 14
-    });
-    palette?.addItem({ command: ObserveCommandIDs.share, category });
-    palette?.addItem({ command: ObserveCommandIDs.unshare, category });
-    palette?.addItem({ command: ObserveCommandIDs.observe, category });
-  }
-};
+  app.commands.addCommand(ObserveCommandIDs.observe, {
+    label: trans.__('Watch a Shared Tool Terminal…'),
+    caption: trans.__('Open a terminal another user shared with you'),
+    describedBy: {
+      args: {
+        type: 'object',
+        properties: {
+          session: {
+            type: 'string',
+            description: trans.__(
+              'A shared session to open (layout restoration)'
+            )
+          },
+          name: {
+            type: 'string',
+            description: trans.__('The panel id (layout restoration)')
+          }
+        }
+      }
+    },
+    execute: async args => {
+      if (typeof args.session === 'string') {
+        const restored = args.session;
+        const name = typeof args.name === 'string' ? args.name : undefined;
+        const session = (await listObserved(serverSettings)).find(
+          s => s.id === restored
+        );
+        if (session === undefined) {
+          throw new Error(
+            trans.__('The terminal is no longer shared with you.')
+          );
+        }
+        return open(session, name);
+      }
+      let shared: IObservedSession[];
+      try {
+        shared = await listObserved(serverSettings);
+      } catch (error) {
+        await showErrorMessage(
+          trans.__('Could not list shared terminals'),
+          error as Error
+        );
+        return;
+      }
+      if (shared.length === 0) {
+        Notification.info(trans.__('No tool terminal is shared with you.'));
+        return;
+      }
+      const labels = shared.map(s => trans.__('%1 of %2', s.instance, s.owner));
+      const choice = await InputDialog.getItem({
+        title: trans.__('Watch a Shared Tool Terminal'),
+        items: labels
+      });
+      const index = choice.value === null ? -1 : labels.indexOf(choice.value);
+      if (!choice.button.accept || index < 0) {
+        return;
+      }
+      return open(shared[index]);
+    }
+  });
+
+  // Its context menu entries (on the panel's body and tab) are in
+  // schema/observe.json.
+  palette?.addItem({ command: ObserveCommandIDs.share, category });
+  palette?.addItem({ command: ObserveCommandIDs.unshare, category });
+  palette?.addItem({ command: ObserveCommandIDs.observe, category });
+}
 
 /**
  * Module internals.

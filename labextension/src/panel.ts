@@ -1,6 +1,7 @@
 // Copyright (c) jupyter-tool-terminal developers.
 // Distributed under the terms of the Modified BSD License.
 
+import type { Terminal as TerminalNS } from '@jupyterlab/services';
 import { ITerminal, Terminal } from '@jupyterlab/terminal';
 import type { ITranslator, TranslationBundle } from '@jupyterlab/translation';
 import { nullTranslator } from '@jupyterlab/translation';
@@ -13,7 +14,10 @@ import { Panel, Widget } from '@lumino/widgets';
 import { listInstances } from './api';
 import type { ITerminalSize } from './api';
 import type { ToolTerminalConnection } from './connection';
+import { Osc52Scanner } from './osc52';
 import type { ToolTerminalSessions } from './sessions';
+import type { IToolTerminalPreferences } from './settings';
+import { DEFAULT_PREFERENCES } from './settings';
 import type { IToolTerminal, ISessionModel } from './tokens';
 import { TRANSLATION_DOMAIN } from './tokens';
 
@@ -29,14 +33,30 @@ const STATUS_CLASS = 'jp-ToolTerminal-status';
 
 /**
  * The options JupyterLab's terminal widget must have in a tool terminal: the
- * panel shows the exit code and offers a new session instead of closing, and
- * closing the panel kills its session.
+ * panel, not the widget, closes on exit and shuts its session down on close
+ * (it knows which exits and which sessions those are), and nothing is typed
+ * for the user.
  */
 const FORCED_OPTIONS: Partial<ITerminal.IOptions> = {
   closeOnExit: false,
-  shutdownOnClose: true,
+  shutdownOnClose: false,
   initialCommand: ''
 };
+
+/**
+ * The exit codes from 126 up say the shell could not run (126, 127) or was
+ * killed by a signal (128 + n, as when its instance stops): a panel whose
+ * shell ended so stays open to say why, whatever "Close on exit" says.
+ */
+const FIRST_UNEXPECTED_EXIT = 126;
+
+/**
+ * The class JupyterLab's terminal widget gives itself, which JupyterLab's
+ * terminal context menu (Copy, Paste, Refresh Terminal: commands of its own
+ * terminals only) is bound to. A tool terminal's widget drops it: its own
+ * Copy and Paste are in its menu.
+ */
+const LAB_TERMINAL_CLASS = 'jp-Terminal';
 
 /**
  * A panel with one terminal session in a tool instance, rendered by
@@ -58,6 +78,10 @@ export class ToolTerminalPanel extends Panel implements IToolTerminal {
     this._translator = options.translator ?? nullTranslator;
     this._trans = this._translator.load(TRANSLATION_DOMAIN);
     this._terminalOptions = { ...(options.terminalOptions ?? {}) };
+    this._preferences = options.preferences ?? { ...DEFAULT_PREFERENCES };
+    this._find = options.find ?? null;
+    // (Capturing: before the terminal's own handler sends the key on.)
+    this.node.addEventListener('keydown', this._onKeydown, true);
     // An empty id is no session (older layouts saved one).
     this._sessionId = options.sessionId || null;
     this._endMessage = options.endMessage || null;
@@ -253,6 +277,18 @@ export class ToolTerminalPanel extends Panel implements IToolTerminal {
   }
 
   /**
+   * Whether closing the panel shuts its session down (the user's settings
+   * say so, and it is not an agent's terminal, which is the agent's to
+   * close); otherwise closing it detaches, and the session keeps running.
+   */
+  get shutsDownOnClose(): boolean {
+    return (
+      this._terminalOptions.shutdownOnClose === true &&
+      !this._connection?.session.agent
+    );
+  }
+
+  /**
    * Kill the panel's session.
    */
   async closeSession(): Promise<void> {
@@ -264,8 +300,8 @@ export class ToolTerminalPanel extends Panel implements IToolTerminal {
 
   /**
    * Set an option of the terminal widget (from the user's terminal settings).
-   * The options the panel relies on (`closeOnExit`, `shutdownOnClose`,
-   * `initialCommand`) are not changed.
+   * The options the panel handles itself (`closeOnExit`, `shutdownOnClose`,
+   * `initialCommand`) are kept by the panel, not given to the widget.
    *
    * @param option - The option name.
    * @param value - The option value.
@@ -274,39 +310,36 @@ export class ToolTerminalPanel extends Panel implements IToolTerminal {
     option: K,
     value: ITerminal.IOptions[K]
   ): void {
+    this._terminalOptions[option] = value;
     if (option in FORCED_OPTIONS) {
       return;
     }
-    this._terminalOptions[option] = value;
     if (this._terminal !== null) {
       this._terminal.setOption(option, value);
     }
   }
 
   /**
-   * Dispose of the panel, its terminal widget and its connection (which
-   * kills the session).
+   * Dispose of the panel, its terminal widget and its connection: the
+   * session is shut down when {@link shutsDownOnClose}, else detached (it
+   * keeps running, and the Running panel or its tile reopens it).
+   * *Shut Down Tool Terminal Session* always ends it.
    */
   dispose(): void {
     if (this.isDisposed) {
       return;
     }
     const connection = this._connection;
-    // An agent's terminal is the agent's to close: closing the owner's view
-    // of it only detaches (the terminal widget shuts down no disposed
-    // connection). *Close Tool Terminal Session* still ends it.
-    if (
-      connection !== null &&
-      connection.session.agent &&
-      !connection.hasEnded
-    ) {
-      connection.dispose();
-    }
+    const shutDown = this.shutsDownOnClose;
     super.dispose();
     if (connection !== null && !connection.isDisposed) {
-      void connection.shutdown().catch(() => {
-        /* the server kills a session without clients anyway */
-      });
+      if (shutDown) {
+        void connection.shutdown().catch(() => {
+          /* the server kills a session without clients anyway */
+        });
+      } else {
+        connection.detach();
+      }
     }
     Signal.clearData(this);
   }
@@ -335,6 +368,7 @@ export class ToolTerminalPanel extends Panel implements IToolTerminal {
     connection.sessionChanged.connect(this._onSessionChanged, this);
     connection.connectionStatusChanged.connect(this._onStatusChanged, this);
     connection.ended.connect(this._onEnded, this);
+    connection.messageReceived.connect(this._onOutput, this);
 
     const terminal = new Terminal(
       connection,
@@ -342,6 +376,7 @@ export class ToolTerminalPanel extends Panel implements IToolTerminal {
       this._translator
     );
     terminal.addClass('jp-ToolTerminal-terminal');
+    terminal.removeClass(LAB_TERMINAL_CLASS);
     this._terminal = terminal;
     this.insertWidget(0, terminal);
     this._hideStatus();
@@ -350,6 +385,69 @@ export class ToolTerminalPanel extends Panel implements IToolTerminal {
       terminal.activate();
     }
   }
+
+  /**
+   * Honour a program's OSC 52 copy: in the user's own terminal, when the
+   * settings allow it, never in an agent's terminal (what an agent prints
+   * must not land on the user's clipboard).
+   */
+  private _onOutput(
+    connection: ToolTerminalConnection,
+    message: TerminalNS.IMessage
+  ): void {
+    const chunk = message.content?.[0];
+    if (message.type !== 'stdout' || typeof chunk !== 'string') {
+      return;
+    }
+    this._followScreen(chunk);
+    const texts = this._osc52.feed(chunk);
+    if (
+      texts.length === 0 ||
+      !this._preferences.osc52Copy ||
+      connection.session.agent
+    ) {
+      return;
+    }
+    void navigator.clipboard?.writeText(texts[texts.length - 1]).catch(() => {
+      /* the page has no focus, or the browser refuses: nothing to do */
+    });
+  }
+
+  /**
+   * Keep up with whether a full-screen program (vi, less, top) holds the
+   * alternate screen: Ctrl+F is then the program's (page down), not find.
+   */
+  private _followScreen(chunk: string): void {
+    let last: string | undefined;
+    const pattern = new RegExp(Private.ALTERNATE_SCREEN.source, 'g');
+    for (let match = pattern.exec(chunk); match; match = pattern.exec(chunk)) {
+      last = match[2];
+    }
+    if (last !== undefined) {
+      this._alternateScreen = last === 'h';
+    }
+  }
+
+  /**
+   * Ctrl+F (Cmd+F) while the terminal has the focus: JupyterLab's find, in
+   * the shell (the terminal widget would send it to the shell as ^F, as
+   * JupyterLab's own terminal does). A full-screen program keeps its ^F.
+   */
+  private _onKeydown = (event: KeyboardEvent): void => {
+    if (
+      this._find === null ||
+      this._alternateScreen ||
+      !(event.ctrlKey || event.metaKey) ||
+      event.altKey ||
+      event.shiftKey ||
+      event.key.toLowerCase() !== 'f'
+    ) {
+      return;
+    }
+    event.preventDefault();
+    event.stopPropagation();
+    this._find();
+  };
 
   /**
    * Why the session a panel was restored with is gone, as far as the
@@ -444,8 +542,20 @@ export class ToolTerminalPanel extends Panel implements IToolTerminal {
    * Offer a new session once the session is over: after an exit, an error
    * (the server says why, then disconnects) or a kill.
    */
-  private _onEnded(): void {
+  private _onEnded(connection: ToolTerminalConnection): void {
     this._sessionEnded.emit();
+    // "Close on exit": a shell that exited by itself closes its panel, as
+    // JupyterLab's terminal does (its session is over: nothing to keep).
+    const code = connection.exitCode;
+    if (
+      this._terminalOptions.closeOnExit === true &&
+      code !== null &&
+      code < FIRST_UNEXPECTED_EXIT &&
+      connection.lastError === null
+    ) {
+      this.dispose();
+      return;
+    }
     if (this._status.isHidden) {
       this._showStatus(this._trans.__('The session is over.'), true);
     } else {
@@ -509,6 +619,8 @@ export class ToolTerminalPanel extends Panel implements IToolTerminal {
     session: ISessionModel
   ): void {
     this._sessionId = session.id;
+    this._osc52 = new Osc52Scanner();
+    this._alternateScreen = false;
     if (this._endMessage !== null) {
       this._endMessage = null;
       this._endMessageChanged.emit();
@@ -564,6 +676,10 @@ export class ToolTerminalPanel extends Panel implements IToolTerminal {
   private _translator: ITranslator;
   private _trans: TranslationBundle;
   private _terminalOptions: Partial<ITerminal.IOptions>;
+  private _preferences: IToolTerminalPreferences;
+  private _osc52 = new Osc52Scanner();
+  private _alternateScreen = false;
+  private _find: (() => void) | null;
   private _sessionId: string | null;
   private _connection: ToolTerminalConnection | null = null;
   private _terminal: Terminal | null = null;
@@ -604,6 +720,17 @@ export namespace ToolTerminalPanel {
      * JupyterLab terminal widget options (the user's terminal settings).
      */
     terminalOptions?: Partial<ITerminal.IOptions>;
+
+    /**
+     * The extension's own settings (shared, updated in place).
+     */
+    preferences?: IToolTerminalPreferences;
+
+    /**
+     * Open JupyterLab's find on the panel (Ctrl+F in the terminal), if
+     * there is one.
+     */
+    find?: () => void;
 
     /**
      * A session to reattach to (restoring a panel after a reload); when it
@@ -657,6 +784,12 @@ namespace Private {
    * shell was killed (ms).
    */
   export const STOP_CHECK_DELAYS = [0, 250, 750, 2000];
+
+  /**
+   * A program entering (`h`) or leaving (`l`) the alternate screen.
+   */
+  // eslint-disable-next-line no-control-regex -- ESC starts the sequence
+  export const ALTERNATE_SCREEN = /\x1b\[\?(1049|1047|47)([hl])/;
 
   /**
    * Create a styled button.

@@ -91,16 +91,31 @@ export class RunningToolTerminals
    * reattached to it) when clicked.
    */
   running(): IRunningSessions.IRunningItem[] {
-    return this._sessions.running().map(session => {
+    const listed = this._sessions.running();
+    return listed.map(session => {
       const info = this._instances.get(session.instance);
+      // Each terminal names its instance, and is numbered among that
+      // instance's terminals (oldest first) when it has several.
+      const siblings = listed
+        .filter(other => other.instance === session.instance)
+        .sort((a, b) => a.created.localeCompare(b.created));
+      const number = siblings.indexOf(session) + 1;
       return {
         icon: () => toolIcon(info?.tool ?? session.tool, info?.icon),
         label: () => {
-          const name = info?.display_name ?? session.instance;
+          const display = info?.display_name ?? session.instance;
           // An agent's terminal is the user's too: named after the agent.
-          return session.agent
-            ? this._trans.__('%1 — agent: %2', name, session.agent.name)
-            : name;
+          const name = session.agent
+            ? this._trans.__('%1 — agent: %2', display, session.agent.name)
+            : display;
+          // (An instance listed under its id names itself already.)
+          const where = display === session.instance ? null : session.instance;
+          if (siblings.length > 1) {
+            return where === null
+              ? this._trans.__('%1 (%2)', name, number)
+              : this._trans.__('%1 (%2, %3)', name, where, number);
+          }
+          return where === null ? name : this._trans.__('%1 (%2)', name, where);
         },
         labelTitle: () =>
           session.agent
@@ -227,7 +242,7 @@ export class RunningToolTerminals
 
   /**
    * Follow a panel: its session starting or ending, and its closing (which
-   * kills the session) refresh the list.
+   * detaches from the session or shuts it down) refresh the list.
    */
   private _follow(
     _: IToolTerminalTracker,
@@ -241,9 +256,9 @@ export class RunningToolTerminals
     panel.sessionEnded.connect(this._refreshSoon, this);
     widget.disposed.connect(() => {
       const id = panel.sessionId;
-      // Closing the view of an agent's terminal leaves it running; closing
-      // another's kills it, and its DELETE may still be on its way.
-      if (id !== null && !panel.session?.agent && !this.isDisposed) {
+      // A panel that shut its session down on closing: its DELETE may still
+      // be on its way. One that detached leaves its session listed.
+      if (id !== null && panel.shutsDownOnClose && !this.isDisposed) {
         this._sessions.hide(id);
       }
       this._refreshSoon();

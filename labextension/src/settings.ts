@@ -93,29 +93,110 @@ export async function ensureServiceLogin(
 }
 
 /**
+ * The extension's own settings (`schema/plugin.json`), as the panels use
+ * them.
+ */
+export interface IToolTerminalPreferences {
+  /**
+   * What closing a tab does: as JupyterLab's "Shut down on close" says,
+   * detach, or shut the session down.
+   */
+  closeAction: 'follow-terminal-settings' | 'detach' | 'shut-down';
+
+  /**
+   * Whether a tab closes when its shell exits by itself.
+   */
+  closeOnExit: 'follow-terminal-settings' | 'close' | 'keep-open';
+
+  /**
+   * The palette: the Terminal settings' theme, or one of its own.
+   */
+  theme: 'follow-terminal-settings' | ITerminal.Theme;
+
+  /**
+   * Whether programs in the user's own terminals may write the clipboard
+   * (OSC 52).
+   */
+  osc52Copy: boolean;
+}
+
+/**
+ * The defaults of {@link IToolTerminalPreferences} (those of the schema).
+ */
+export const DEFAULT_PREFERENCES: IToolTerminalPreferences = {
+  closeAction: 'follow-terminal-settings',
+  closeOnExit: 'follow-terminal-settings',
+  theme: 'follow-terminal-settings',
+  osc52Copy: true
+};
+
+/**
+ * JupyterLab's own defaults for the terminal options a tool terminal reads
+ * when its settings cannot be loaded (the terminal extension disabled).
+ */
+const LAB_DEFAULTS: Partial<ITerminal.IOptions> = {
+  shutdownOnClose: false,
+  closeOnExit: true,
+  theme: 'inherit'
+};
+
+/**
+ * The terminal options of a tool terminal: the user's JupyterLab terminal
+ * settings, with the extension's own settings over them where they do not
+ * say "as the Terminal settings say".
+ *
+ * @param lab - The JupyterLab terminal settings (composite).
+ * @param own - The extension's settings.
+ * @returns The options a tool terminal follows.
+ */
+export function effectiveOptions(
+  lab: Partial<ITerminal.IOptions>,
+  own: IToolTerminalPreferences
+): Partial<ITerminal.IOptions> {
+  const options: Partial<ITerminal.IOptions> = { ...LAB_DEFAULTS, ...lab };
+  if (own.closeAction !== 'follow-terminal-settings') {
+    options.shutdownOnClose = own.closeAction === 'shut-down';
+  }
+  if (own.closeOnExit !== 'follow-terminal-settings') {
+    options.closeOnExit = own.closeOnExit === 'close';
+  }
+  if (own.theme !== 'follow-terminal-settings') {
+    options.theme = own.theme;
+  }
+  return options;
+}
+
+/**
  * Follow the user's JupyterLab terminal settings (font, theme, scrollback,
- * screen reader mode...) in the tool terminals, now and when they change.
+ * screen reader mode, closing...) and the extension's own settings in the
+ * tool terminals, now and when they change.
  *
  * @param settingRegistry - The setting registry.
- * @param options - The options new terminals get: every setting is set in
+ * @param ownPlugin - The id of the plugin whose schema holds the
+ *   extension's settings.
+ * @param options - The options new terminals get: every option is set in
  *   it, in place.
- * @param changed - Called with each setting, to apply it to the open
+ * @param preferences - The extension's settings: set in it, in place.
+ * @param changed - Called with each option, to apply it to the open
  *   terminals.
  */
 export function followTerminalSettings(
   settingRegistry: ISettingRegistry,
+  ownPlugin: string | null,
   options: Partial<ITerminal.IOptions>,
+  preferences: IToolTerminalPreferences,
   changed: <K extends keyof ITerminal.IOptions>(
     key: K,
     value: ITerminal.IOptions[K]
   ) => void
 ): void {
-  const apply = (settings: ISettingRegistry.ISettings): void => {
-    const composite = settings.composite as Partial<ITerminal.IOptions>;
-    for (const key of Object.keys(composite) as Array<
+  let lab: Partial<ITerminal.IOptions> = {};
+  const apply = (): void => {
+    const effective = effectiveOptions(lab, preferences);
+    for (const key of Object.keys(effective) as Array<
       keyof ITerminal.IOptions
     >) {
-      const value = composite[key];
+      const value = effective[key];
       if (value === undefined) {
         continue;
       }
@@ -123,13 +204,38 @@ export function followTerminalSettings(
       changed(key, value);
     }
   };
+  apply();
   settingRegistry
     .load(TERMINAL_SETTINGS_PLUGIN)
     .then(settings => {
-      apply(settings);
-      settings.changed.connect(apply);
+      const read = () => {
+        lab = settings.composite as Partial<ITerminal.IOptions>;
+        apply();
+      };
+      read();
+      settings.changed.connect(read);
     })
     .catch(() => {
       // JupyterLab's terminal extension is disabled: use its defaults.
+    });
+  if (ownPlugin === null) {
+    return;
+  }
+  settingRegistry
+    .load(ownPlugin)
+    .then(settings => {
+      const read = () => {
+        Object.assign(
+          preferences,
+          DEFAULT_PREFERENCES,
+          settings.composite as Partial<IToolTerminalPreferences>
+        );
+        apply();
+      };
+      read();
+      settings.changed.connect(read);
+    })
+    .catch(() => {
+      // No schema (an older build): the defaults hold.
     });
 }

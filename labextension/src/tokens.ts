@@ -50,7 +50,7 @@ export namespace CommandIDs {
   export const reset = 'tool-terminal:reset';
 
   /**
-   * Close the session of a panel (kills it) and the panel.
+   * Shut down the session of a panel (kills it) and close the panel.
    */
   export const close = 'tool-terminal:close';
 
@@ -146,6 +146,12 @@ export interface IToolTerminal extends Widget {
   reset(): Promise<void>;
 
   /**
+   * Whether closing the panel shuts its session down (the user's settings
+   * say so); otherwise closing detaches and the session keeps running.
+   */
+  readonly shutsDownOnClose: boolean;
+
+  /**
    * Kill the panel's session.
    */
   closeSession(): Promise<void>;
@@ -234,6 +240,11 @@ export interface IToolInstance {
    * The SVG icon of the tool type, if the operator configured one.
    */
   icon?: string | null;
+
+  /**
+   * The user the tool type's shells run as (`null`: the image's own user).
+   */
+  user?: string | null;
 }
 
 /**

@@ -19,8 +19,8 @@
  * read with a promise) has no such order: the page's clipboard calls are
  * counted instead.
  */
-import type { BrowserContext, Locator, Page } from '@playwright/test';
-import { expect, test } from '@playwright/test';
+import type { BrowserContext, Locator, Page } from "@playwright/test";
+import { expect, test } from "@playwright/test";
 
 import {
   dockerExec,
@@ -31,13 +31,13 @@ import {
   DISPLAY_NAME,
   terminalTabs,
   typeLine,
-  waitForLine
-} from './helpers';
+  waitForLine,
+} from "./helpers";
 
 /**
  * The directory of the recorder and of each case's files in the container.
  */
-const DIR = '/tmp/e2e-escapes';
+const DIR = "/tmp/e2e-escapes";
 
 /**
  * The recorder: `sh rec NAME` prints NAME.out, then records the terminal's
@@ -62,7 +62,7 @@ echo "recorded $1"
 /**
  * The cursor position request that ends the output of a case.
  */
-const FENCE = '\x1b[6n';
+const FENCE = "\x1b[6n";
 
 /**
  * xterm's reply to {@link FENCE}.
@@ -74,7 +74,7 @@ const FENCE_REPLY = /\x1b\[\d+;\d+R/;
  */
 function show(bytes: Buffer | string): string {
   return JSON.stringify(
-    typeof bytes === 'string' ? bytes : bytes.toString('latin1')
+    typeof bytes === "string" ? bytes : bytes.toString("latin1"),
   );
 }
 
@@ -82,14 +82,14 @@ function show(bytes: Buffer | string): string {
  * Write a file in the container.
  */
 function putFile(path: string, content: Buffer | string): void {
-  dockerExec(['sh', '-c', 'cat > "$1"', 'put', path], content);
+  dockerExec(["sh", "-c", 'cat > "$1"', "put", path], content);
 }
 
 /**
  * The bytes of a file in the container (none if it does not exist yet).
  */
 function readFile(path: string): Buffer {
-  return dockerExec(['sh', '-c', 'cat "$1" 2>/dev/null || true', 'get', path]);
+  return dockerExec(["sh", "-c", 'cat "$1" 2>/dev/null || true', "get", path]);
 }
 
 let context: BrowserContext;
@@ -104,7 +104,7 @@ let terminal: Locator;
 const seen = {
   dialogs: [] as string[],
   pages: [] as string[],
-  imageRequests: [] as string[]
+  imageRequests: [] as string[],
 };
 
 /**
@@ -119,9 +119,9 @@ const seen = {
 async function record(
   name: string,
   output: string,
-  until: (recorded: Buffer) => boolean = bytes =>
-    FENCE_REPLY.test(bytes.toString('latin1')),
-  during?: () => Promise<void>
+  until: (recorded: Buffer) => boolean = (bytes) =>
+    FENCE_REPLY.test(bytes.toString("latin1")),
+  during?: () => Promise<void>,
 ): Promise<Buffer> {
   putFile(`${DIR}/${name}.out`, output);
   await typeLine(page, terminal, `sh ${DIR}/rec ${name}`);
@@ -133,10 +133,10 @@ async function record(
   await expect
     .poll(() => until(readFile(`${DIR}/${name}.in`)), {
       message: `the recorded input of ${name} is complete`,
-      intervals: [50, 100, 250]
+      intervals: [50, 100, 250],
     })
     .toBe(true);
-  dockerExec(['sh', '-c', 'kill "$(cat "$1")"', 'stop', `${DIR}/${name}.pid`]);
+  dockerExec(["sh", "-c", 'kill "$(cat "$1")"', "stop", `${DIR}/${name}.pid`]);
   await waitForLine(terminal, new RegExp(`^recorded ${name}$`));
   return readFile(`${DIR}/${name}.in`);
 }
@@ -147,9 +147,9 @@ async function record(
  * read) may come after the fence's.
  */
 function withoutFence(recorded: Buffer): string {
-  const text = recorded.toString('latin1');
+  const text = recorded.toString("latin1");
   expect(text, show(recorded)).toMatch(FENCE_REPLY);
-  return text.replace(FENCE_REPLY, '');
+  return text.replace(FENCE_REPLY, "");
 }
 
 /**
@@ -157,21 +157,21 @@ function withoutFence(recorded: Buffer): string {
  */
 async function pageGlobal(name: string): Promise<unknown> {
   return page.evaluate(
-    key => (window as unknown as Record<string, unknown>)[key],
-    name
+    (key) => (window as unknown as Record<string, unknown>)[key],
+    name,
   );
 }
 
 // The cases share one JupyterLab page and one terminal session: opening
 // JupyterLab is most of a case's cost.
-test.describe.configure({ mode: 'serial' });
+test.describe.configure({ mode: "serial" });
 
 test.beforeAll(async ({ browser }, testInfo) => {
-  dockerExec(['sh', '-c', `mkdir -p ${DIR} && chmod 1777 ${DIR}`]);
+  dockerExec(["sh", "-c", `mkdir -p ${DIR} && chmod 1777 ${DIR}`]);
   putFile(`${DIR}/rec`, RECORDER);
   context = await browser.newContext({
     viewport: testInfo.project.use.viewport,
-    permissions: ['clipboard-read', 'clipboard-write']
+    permissions: ["clipboard-read", "clipboard-write"],
   });
   // Count every use of the clipboard APIs by the page.
   await context.addInitScript(() => {
@@ -182,7 +182,7 @@ test.beforeAll(async ({ browser }, testInfo) => {
       string,
       (...args: unknown[]) => unknown
     >;
-    for (const method of ['read', 'readText', 'write', 'writeText']) {
+    for (const method of ["read", "readText", "write", "writeText"]) {
       const original = proto[method];
       proto[method] = function (this: Clipboard, ...args: unknown[]) {
         calls.push(method);
@@ -199,20 +199,20 @@ test.beforeAll(async ({ browser }, testInfo) => {
       return execCommand.call(this, command, ...(rest as [boolean, string]));
     };
   });
-  context.on('page', other => seen.pages.push(other.url()));
+  context.on("page", (other) => seen.pages.push(other.url()));
   page = await context.newPage();
-  page.on('dialog', dialog => {
+  page.on("dialog", (dialog) => {
     seen.dialogs.push(dialog.message());
     void dialog.dismiss();
   });
-  page.on('request', request => {
-    if (new URL(request.url()).pathname.endsWith('/x')) {
+  page.on("request", (request) => {
+    if (new URL(request.url()).pathname.endsWith("/x")) {
       seen.imageRequests.push(request.url());
     }
   });
   // A workspace of its own (see openLab): the other specs expect the
   // launcher, not this terminal.
-  terminal = await openToolTerminal(page, 'e2e-escapes');
+  terminal = await openToolTerminal(page, "e2e-escapes");
   // Only pages opened from now on count (not the one opened above).
   seen.pages.length = 0;
 });
@@ -221,9 +221,9 @@ test.beforeAll(async ({ browser }, testInfo) => {
 // page fixture, not this shared page.
 test.afterEach(async ({}, testInfo) => {
   if (testInfo.status !== testInfo.expectedStatus && page) {
-    await testInfo.attach('screenshot', {
+    await testInfo.attach("screenshot", {
       body: await page.screenshot(),
-      contentType: 'image/png'
+      contentType: "image/png",
     });
   }
 });
@@ -231,18 +231,18 @@ test.afterEach(async ({}, testInfo) => {
 test.afterAll(async () => {
   // Leave no session behind for the next spec, which counts shells.
   if (page) {
-    await tabMenu(page, 'Close Tool Terminal Session');
+    await tabMenu(page, "Shut Down Tool Terminal Session");
     await expect(terminalTabs(page)).toHaveCount(0);
     await expect.poll(() => shells(), { timeout: 30_000 }).toEqual([]);
   }
   await context?.close();
 });
 
-test('42: OSC 52 neither reads nor writes the clipboard', async () => {
+test("42: OSC 52 never reads the clipboard; a set writes it, in the user's own terminal", async () => {
   const known = `E2E-CLIPBOARD-${Date.now()}`;
-  await page.evaluate(text => navigator.clipboard.writeText(text), known);
+  await page.evaluate((text) => navigator.clipboard.writeText(text), known);
   // The instrumentation counts the page's clipboard calls (this one too).
-  expect(await pageGlobal('__clipboardCalls')).toContain('writeText');
+  expect(await pageGlobal("__clipboardCalls")).toContain("writeText");
   await page.evaluate(() => {
     (
       window as unknown as { __clipboardCalls: string[] }
@@ -250,58 +250,62 @@ test('42: OSC 52 neither reads nor writes the clipboard', async () => {
   });
 
   const recorded = await record(
-    'osc52',
+    "osc52",
     // Query (a reply would carry the clipboard to the program), then set
     // ("echo pwned\n"), in the clipboard and the primary selection, with
     // both string terminators.
-    '\x1b]52;c;?\x07' +
-      '\x1b]52;c;ZWNobyBwd25lZAo=\x07' +
-      '\x1b]52;p;?\x1b\\' +
-      '\x1b]52;;ZWNobyBwd25lZAo=\x1b\\' +
-      FENCE
+    "\x1b]52;c;?\x07" +
+      "\x1b]52;c;ZWNobyBwd25lZAo=\x07" +
+      "\x1b]52;p;?\x1b\\" +
+      "\x1b]52;;ZWNobyBwd25lZAo=\x1b\\" +
+      FENCE,
   );
-  // Nothing but the fence's reply reached stdin.
-  expect(withoutFence(recorded), show(recorded)).toBe('');
-  expect(await pageGlobal('__clipboardCalls')).toEqual([]);
+  // Nothing but the fence's reply reached stdin: no query is answered.
+  expect(withoutFence(recorded), show(recorded)).toBe("");
+  // The page never read the clipboard; the sets wrote it (the osc52Copy
+  // setting, on by default, lets programs of the user's own terminals copy).
+  const calls = (await pageGlobal("__clipboardCalls")) as string[];
+  expect(calls).not.toContain("readText");
+  expect(calls.length).toBeGreaterThan(0);
   expect(
     await page.evaluate(() => navigator.clipboard.readText()),
-    'the clipboard still holds the value put there by the test'
-  ).toBe(known);
+    "the clipboard holds what the program copied",
+  ).toBe("echo pwned\n");
 });
 
-test('43: DECRQSS and XTGETTCAP replies carry no attacker bytes', async () => {
+test("43: DECRQSS and XTGETTCAP replies carry no attacker bytes", async () => {
   const recorded = await record(
-    'dcs',
-    '\x1bP$q\nrm -rf ~\n\x1b\\' +
-      '\x1bP+q\nrm -rf ~\n\x1b\\' +
+    "dcs",
+    "\x1bP$q\nrm -rf ~\n\x1b\\" +
+      "\x1bP+q\nrm -rf ~\n\x1b\\" +
       // XTGETTCAP names are hex: this one is "rm -rf ~".
-      '\x1bP+q726d202d7266207e\x1b\\' +
+      "\x1bP+q726d202d7266207e\x1b\\" +
       // A request xterm answers: DCS replies do reach stdin.
-      '\x1bP$qm\x1b\\' +
-      FENCE
+      "\x1bP$qm\x1b\\" +
+      FENCE,
   );
   const replies = withoutFence(recorded);
-  expect(replies, show(recorded)).toContain('\x1bP1$r0m\x1b\\');
+  expect(replies, show(recorded)).toContain("\x1bP1$r0m\x1b\\");
   expect(replies, show(recorded)).not.toMatch(/rm|~|726d|[\r\n]/);
   // Only well-formed DECRQSS replies (fixed text, no data echoed).
   expect(replies, show(recorded)).toMatch(
-    /^(\x1bP[01]\$r[0-9;" a-z]*\x1b\\)+$/
+    /^(\x1bP[01]\$r[0-9;" a-z]*\x1b\\)+$/,
   );
 });
 
-test('44: a title with HTML stays text, and no window report is sent', async () => {
+test("44: a title with HTML stays text, and no window report is sent", async () => {
   const payload = '<img src=x onerror="window.__pwned=1">';
   const recorded = await record(
-    'title',
+    "title",
     `\x1b]0;${payload}\x07` +
       `\x1b]2;${payload}\x1b\\` +
       // Report the title, the icon label, the text area in pixels and in
       // characters, the screen in characters.
-      '\x1b[21t\x1b[20t\x1b[14t\x1b[18t\x1b[19t' +
-      FENCE
+      "\x1b[21t\x1b[20t\x1b[14t\x1b[18t\x1b[19t" +
+      FENCE,
   );
-  expect(withoutFence(recorded), show(recorded)).toBe('');
-  expect(await pageGlobal('__pwned')).toBeUndefined();
+  expect(withoutFence(recorded), show(recorded)).toBe("");
+  expect(await pageGlobal("__pwned")).toBeUndefined();
   await expect(page.locator('img[src="x"]')).toHaveCount(0);
   expect(seen.imageRequests).toEqual([]);
   // The tab keeps the instance's title (its display name).
@@ -309,43 +313,43 @@ test('44: a title with HTML stays text, and no window report is sent', async () 
 
   // The payload does run when parsed as HTML in this page: the checks above
   // would see it.
-  await page.evaluate(html => {
-    document.createElement('div').innerHTML = html;
+  await page.evaluate((html) => {
+    document.createElement("div").innerHTML = html;
   }, payload);
-  await expect.poll(() => pageGlobal('__pwned')).toBe(1);
+  await expect.poll(() => pageGlobal("__pwned")).toBe(1);
   await expect.poll(() => seen.imageRequests.length).toBeGreaterThan(0);
   await page.evaluate(() => {
     delete (window as unknown as Record<string, unknown>).__pwned;
   });
 });
 
-test('45: OSC 8 links to javascript:, file: and data: do nothing', async () => {
+test("45: OSC 8 links to javascript:, file: and data: do nothing", async () => {
   const link = (target: string, label: string) =>
     `\x1b]8;;${target}\x1b\\${label}\x1b]8;;\x1b\\\n`;
   const links = [
-    ['javascript:window.__pwned=45', 'JAVASCRIPT-LINK-XXXXXXXXXXXX'],
-    ['file:///etc/passwd', 'FILE-LINK-XXXXXXXXXXXXXXXXXX'],
+    ["javascript:window.__pwned=45", "JAVASCRIPT-LINK-XXXXXXXXXXXX"],
+    ["file:///etc/passwd", "FILE-LINK-XXXXXXXXXXXXXXXXXX"],
     [
-      'data:text/html,<script>opener.__pwned=45</script>',
-      'DATA-LINK-XXXXXXXXXXXXXXXXXX'
-    ]
+      "data:text/html,<script>opener.__pwned=45</script>",
+      "DATA-LINK-XXXXXXXXXXXXXXXXXX",
+    ],
   ];
   // An https link: xterm.js asks before opening it (and the test says no),
   // which shows that hovering and clicking do reach the link.
   const control = [
-    'https://example.invalid/e2e',
-    'HTTPS-LINK-XXXXXXXXXXXXXXXXX'
+    "https://example.invalid/e2e",
+    "HTTPS-LINK-XXXXXXXXXXXXXXXXX",
   ];
   putFile(
     `${DIR}/links.out`,
-    [...links, control].map(([target, label]) => link(target, label)).join('')
+    [...links, control].map(([target, label]) => link(target, label)).join(""),
   );
   await typeLine(page, terminal, `clear; cat ${DIR}/links.out`);
   await waitForLine(terminal, new RegExp(`^${control[1]}$`));
 
   const url = page.url();
-  const screen = terminal.locator('.xterm-screen');
-  const pointer = terminal.locator('.xterm-screen.xterm-cursor-pointer');
+  const screen = terminal.locator(".xterm-screen");
+  const pointer = terminal.locator(".xterm-screen.xterm-cursor-pointer");
   // A point in a label's first cells, mid-row: from the screen's box, not
   // from the accessibility rows' (offset by the terminal's padding).
   const at = async (label: string) => {
@@ -378,59 +382,59 @@ test('45: OSC 8 links to javascript:, file: and data: do nothing', async () => {
   // The https link once more: any dialog the others raised came before.
   await page.mouse.click(hrefPoint.x, hrefPoint.y);
   await expect.poll(() => seen.dialogs.length).toBe(2);
-  expect(seen.dialogs.every(message => message.includes(control[0]))).toBe(
-    true
+  expect(seen.dialogs.every((message) => message.includes(control[0]))).toBe(
+    true,
   );
   expect(seen.pages).toEqual([]);
   expect(context.pages()).toHaveLength(1);
   expect(page.url()).toBe(url);
-  expect(await pageGlobal('__pwned')).toBeUndefined();
+  expect(await pageGlobal("__pwned")).toBeUndefined();
 });
 
-test('46: a bracketed paste cannot end itself early', async () => {
-  const text = 'foo\x1b[201~\nrm -rf ~\n';
-  await page.evaluate(value => navigator.clipboard.writeText(value), text);
+test("46: a bracketed paste cannot end itself early", async () => {
+  const text = "foo\x1b[201~\nrm -rf ~\n";
+  await page.evaluate((value) => navigator.clipboard.writeText(value), text);
   // Each paste must arrive as one bracketed paste: its own markers, the
   // text's ESC shown as U+241B, the line feeds turned into carriage returns
   // by xterm.js.
-  const paste = '\x1b[200~foo\u241b[201~\rrm -rf ~\r\x1b[201~';
-  const end = '#END';
-  const received = () => readFile(`${DIR}/paste.in`).toString('utf-8');
-  const textarea = terminal.locator('.xterm-helper-textarea');
+  const paste = "\x1b[200~foo\u241b[201~\rrm -rf ~\r\x1b[201~";
+  const end = "#END";
+  const received = () => readFile(`${DIR}/paste.in`).toString("utf-8");
+  const textarea = terminal.locator(".xterm-helper-textarea");
   const recorded = await record(
-    'paste',
+    "paste",
     // The program asks for bracketed paste.
-    '\x1b[?2004h',
-    bytes => bytes.toString('utf-8').endsWith(end),
+    "\x1b[?2004h",
+    (bytes) => bytes.toString("utf-8").endsWith(end),
     async () => {
       // A paste event on xterm's textarea, as the browser fires on Ctrl+V
       // (headless Chromium does not paste on a synthetic Ctrl+V).
       await textarea.evaluate((node, value) => {
         const data = new DataTransfer();
-        data.setData('text/plain', value);
+        data.setData("text/plain", value);
         node.dispatchEvent(
-          new ClipboardEvent('paste', {
+          new ClipboardEvent("paste", {
             clipboardData: data,
             bubbles: true,
-            cancelable: true
-          })
+            cancelable: true,
+          }),
         );
       }, text);
-      await expect.poll(received).toContain('\x1b[200~');
+      await expect.poll(received).toContain("\x1b[200~");
       // With the terminal's context menu: JupyterLab's paste command.
-      await terminal.locator('.xterm-screen').click({ button: 'right' });
+      await terminal.locator(".xterm-screen").click({ button: "right" });
       // (JupyterLab's own terminal items are in the menu too, disabled.)
       await page
-        .locator('.lm-Menu .lm-Menu-item:not(.lm-mod-disabled)')
+        .locator(".lm-Menu .lm-Menu-item:not(.lm-mod-disabled)")
         .filter({
-          has: page.locator('.lm-Menu-itemLabel', { hasText: /^Paste$/ })
+          has: page.locator(".lm-Menu-itemLabel", { hasText: /^Paste$/ }),
         })
         .click();
-      await expect.poll(() => received().split('\x1b[200~').length).toBe(3);
+      await expect.poll(() => received().split("\x1b[200~").length).toBe(3);
       // Typed keys end the recording (and show it records keystrokes).
       await textarea.focus();
       await page.keyboard.type(end);
-    }
+    },
   );
-  expect(recorded.toString('utf-8'), show(recorded)).toBe(paste + paste + end);
+  expect(recorded.toString("utf-8"), show(recorded)).toBe(paste + paste + end);
 });

@@ -6,7 +6,6 @@ import { ServerConnection } from '@jupyterlab/services';
 import {
   createSession,
   deleteSession,
-  getSession,
   listInstances,
   requestAPI,
   resetSession
@@ -110,16 +109,6 @@ describe('api', () => {
   });
 
   describe('session routes', () => {
-    it('gets a session by id, encoded', async () => {
-      const { settings, requests } = makeSettings([
-        { status: 200, body: sessionModel('a/b') }
-      ]);
-      await getSession('a/b', settings);
-      expect(pathOf(requests[0])).toBe(
-        '/user/alice/tool-terminal/api/sessions/a%2Fb'
-      );
-    });
-
     it('resets a session', async () => {
       const { settings, requests } = makeSettings([
         { status: 200, body: sessionModel('s1') }

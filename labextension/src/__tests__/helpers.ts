@@ -44,6 +44,7 @@ export class FakeWebSocket {
   readyState = 0;
   sent: unknown[] = [];
   closed = false;
+  closeCode: number | undefined = undefined;
   onopen: ((event: Event) => void) | null = null;
   onmessage: ((event: MessageEvent) => void) | null = null;
   onerror: ((event: Event) => void) | null = null;
@@ -53,8 +54,9 @@ export class FakeWebSocket {
     this.sent.push(JSON.parse(data));
   }
 
-  close(): void {
+  close(code?: number): void {
     this.closed = true;
+    this.closeCode = code;
     this.readyState = 3;
   }
 

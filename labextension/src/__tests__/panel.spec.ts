@@ -1,6 +1,9 @@
 // Copyright (c) jupyter-tool-terminal developers.
 // Distributed under the terms of the Modified BSD License.
 
+import type { ITerminal } from '@jupyterlab/terminal';
+
+import { DETACH_CLOSE_CODE } from '../connection';
 import { ToolTerminalPanel } from '../panel';
 import type { IFakeAnswer } from './helpers';
 import {
@@ -17,12 +20,17 @@ import {
 /**
  * A panel on instance `pg-1` with test server settings answering `answers`.
  */
-function makePanel(answers: IFakeAnswer[], sessionId?: string) {
+function makePanel(
+  answers: IFakeAnswer[],
+  sessionId?: string,
+  terminalOptions: Partial<ITerminal.IOptions> = {}
+) {
   const made = makeSettings(answers);
   const panel = new ToolTerminalPanel({
     instance: 'pg-1',
     sessions: makeSessions(made.settings),
-    sessionId
+    sessionId,
+    terminalOptions
   });
   const calls = () =>
     made.requests.map(r => `${r.method} ${pathOf(r).split('/api/')[1]}`);
@@ -269,11 +277,25 @@ describe('ToolTerminalPanel', () => {
     t.panel.dispose();
   });
 
-  it('kills its session when closed', async () => {
-    const t = makePanel([
-      { status: 201, body: sessionModel('s1') },
-      { status: 204 }
-    ]);
+  it('detaches from its session when closed, as JupyterLab terminals do', async () => {
+    const t = makePanel([{ status: 201, body: sessionModel('s1') }]);
+    await t.panel.start();
+    const ws = FakeWebSocket.last;
+    ws.open();
+    expect(t.panel.shutsDownOnClose).toBe(false);
+    t.panel.dispose();
+    await new Promise(resolve => setTimeout(resolve, 50));
+    expect(t.calls()).toEqual(['POST sessions']);
+    expect(ws.closed).toBe(true);
+    expect(ws.closeCode).toBe(DETACH_CLOSE_CODE);
+  });
+
+  it('kills its session when closed with "Shut down on close"', async () => {
+    const t = makePanel(
+      [{ status: 201, body: sessionModel('s1') }, { status: 204 }],
+      undefined,
+      { shutdownOnClose: true }
+    );
     await t.panel.start();
     FakeWebSocket.last.open();
     t.panel.dispose();
@@ -286,7 +308,9 @@ describe('ToolTerminalPanel', () => {
       ...sessionModel('s1'),
       agent: { id: 'a1', name: 'claude' }
     };
-    const t = makePanel([{ status: 200, body: [agentSession] }], 's1');
+    const t = makePanel([{ status: 200, body: [agentSession] }], 's1', {
+      shutdownOnClose: true
+    });
     await t.panel.start();
     const ws = FakeWebSocket.last;
     ws.open();
@@ -304,6 +328,40 @@ describe('ToolTerminalPanel', () => {
     await closed.panel.closeSession();
     expect(closed.calls()).toEqual(['GET sessions', 'DELETE sessions/s1']);
     closed.panel.dispose();
+  });
+
+  it('closes on an exit with "Close on exit", not on a kill', async () => {
+    const t = makePanel(
+      [{ status: 201, body: sessionModel('s1') }],
+      undefined,
+      {
+        closeOnExit: true
+      }
+    );
+    await t.panel.start();
+    FakeWebSocket.last.open();
+    FakeWebSocket.last.receive(['exit', 3]);
+    FakeWebSocket.last.receive(['disconnect', 1]);
+    expect(t.panel.isDisposed).toBe(true);
+
+    const killed = makePanel(
+      [
+        { status: 201, body: sessionModel('s2') },
+        ...[1, 2, 3, 4].map(() => ({
+          status: 200,
+          body: [{ ...instanceModel('pg-1'), status: 'running' }]
+        }))
+      ],
+      undefined,
+      { closeOnExit: true }
+    );
+    await killed.panel.start();
+    FakeWebSocket.last.open();
+    FakeWebSocket.last.receive(['exit', 137]);
+    FakeWebSocket.last.receive(['disconnect', 1]);
+    expect(killed.panel.isDisposed).toBe(false);
+    expect(killed.message()).toContain('137');
+    killed.panel.dispose();
   });
 
   it('keeps the exit code of a killed shell when its instance runs', async () => {

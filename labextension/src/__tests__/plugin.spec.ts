@@ -7,7 +7,7 @@ import { nullTranslator } from '@jupyterlab/translation';
 import { CommandRegistry } from '@lumino/commands';
 import { Signal } from '@lumino/signaling';
 
-import { getSession, listSessions } from '../api';
+import { listSessions } from '../api';
 import { instanceLabel, ToolInstances } from '../instances';
 import { restoreArgs, sessionArg } from '../restorer';
 import { RunningToolTerminals } from '../running';
@@ -104,21 +104,6 @@ function followingPanels(serverSettings: ServerConnection.ISettings) {
 }
 
 describe('api: session lookups', () => {
-  it('refuses an empty session id instead of asking for sessions/', async () => {
-    const { settings, requests } = makeSettings([{ status: 200, body: [] }]);
-    await expect(getSession('', settings)).rejects.toThrow('empty');
-    expect(requests).toHaveLength(0);
-  });
-
-  it('refuses an answer that is not the session asked for', async () => {
-    const { settings } = makeSettings([
-      { status: 200, body: [sessionModel('s1')] },
-      { status: 200, body: sessionModel('other') }
-    ]);
-    await expect(getSession('s1', settings)).rejects.toThrow('Unexpected');
-    await expect(getSession('s1', settings)).rejects.toThrow('Unexpected');
-  });
-
   it('lists the sessions, dropping malformed items', async () => {
     const { settings, requests } = makeSettings([
       { status: 200, body: [sessionModel('s1'), { id: '' }, 'x'] }
@@ -385,6 +370,27 @@ describe('RunningToolTerminals', () => {
     t.instances.dispose();
   });
 
+  it('numbers the terminals of one instance, oldest first', async () => {
+    const t = makeRunning([
+      {
+        status: 200,
+        body: [
+          { ...sessionModel('s2'), created: '2026-01-01T00:00:02Z' },
+          { ...sessionModel('s1'), created: '2026-01-01T00:00:01Z' },
+          sessionModel('s3', 'pg-2')
+        ]
+      }
+    ]);
+    await t.running.refresh();
+    expect(t.running.running().map(i => i.label())).toEqual([
+      'pg-1 (2)',
+      'pg-1 (1)',
+      'pg-2'
+    ]);
+    t.running.dispose();
+    t.instances.dispose();
+  });
+
   it('lists the sessions and signals a change', async () => {
     const t = makeRunning([
       { status: 200, body: [sessionModel('s1'), sessionModel('s2', 'pg-2')] }
@@ -445,6 +451,7 @@ describe('RunningToolTerminals', () => {
     await running.refresh();
     const content = {
       sessionId: 's1',
+      shutsDownOnClose: true,
       sessionChanged: new Signal<unknown, unknown>({}),
       sessionEnded: new Signal<unknown, unknown>({})
     };
@@ -461,8 +468,8 @@ describe('RunningToolTerminals', () => {
     content.sessionChanged.emit(sessionModel('s1'));
     await change;
     expect(running.sessions.map(s => s.id)).toEqual(['s1']);
-    // Closed: gone from the list at once, and not listed again while its
-    // DELETE is on its way.
+    // Closed with "Shut down on close": gone from the list at once, and not
+    // listed again while its DELETE is on its way.
     change = listed();
     disposed.emit(undefined);
     await change;

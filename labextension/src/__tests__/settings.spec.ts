@@ -1,7 +1,7 @@
 // Copyright (c) jupyter-tool-terminal developers.
 // Distributed under the terms of the Modified BSD License.
 
-import { createSession, getSession, listSessions } from '../api';
+import { createSession, listSessions } from '../api';
 import { webSocketUrl } from '../connection';
 import { isServiceSettings, toolTerminalSettings } from '../settings';
 import {
@@ -39,7 +39,7 @@ describe('toolTerminalSettings', () => {
     const { settings: base, requests } = makeSettings(
       [
         { status: 201, body: sessionModel('s1') },
-        { status: 200, body: sessionModel('s1') }
+        { status: 200, body: [sessionModel('s1')] }
       ],
       { token: 'hub-token' }
     );
@@ -53,10 +53,10 @@ describe('toolTerminalSettings', () => {
       '/services/tool-terminal/tool-terminal/login'
     );
     await created;
-    await getSession('s1', settings);
+    await listSessions(settings);
     expect(requests.map(r => `${r.method} ${pathOf(r)}`)).toEqual([
       'POST /services/tool-terminal/tool-terminal/api/sessions',
-      'GET /services/tool-terminal/tool-terminal/api/sessions/s1'
+      'GET /services/tool-terminal/tool-terminal/api/sessions'
     ]);
     for (const request of requests) {
       expect(request.headers.get('Authorization')).toBeNull();

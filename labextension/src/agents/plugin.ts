@@ -89,148 +89,138 @@ export const agentsPlugin: JupyterFrontEndPlugin<void> = {
   autoStart: true,
   requires: [IToolTerminalTracker],
   optional: [ICommandPalette, ILauncher, IStatusBar, ITranslator],
-  activate: (
-    app: JupyterFrontEnd,
-    tracker: IToolTerminalTracker,
-    palette: ICommandPalette | null,
-    launcher: ILauncher | null,
-    statusBar: IStatusBar | null,
-    translator: ITranslator | null
-  ): void => {
-    const trans = (translator ?? nullTranslator).load(TRANSLATION_DOMAIN);
-    const category = trans.__('Tool Terminals');
-    const model = new AgentsModel({
-      serverSettings: toolTerminalSettings(app.serviceManager.serverSettings)
-    });
-    new ApprovalNotifier({ model, trans });
-    const status = new ControlStatus({ model, trans });
-    statusBar?.registerStatusItem(`${EXTENSION_ID}:agent-control`, {
-      item: status,
-      align: 'left',
-      rank: 1000,
-      isActive: () => status.isActive,
-      activeStateChanged: status.activeStateChanged
-    });
+  activate: activateAgents
+};
 
-    const available = (): boolean => !model.unavailable;
-    const currentSession = (): string | null =>
-      tracker.currentWidget?.content.isLive
-        ? tracker.currentWidget.content.sessionId
-        : null;
+/**
+ * Activate the agents plugin: its commands, the approval toasts, the status bar countdown and the launcher tile.
+ */
+function activateAgents(
+  app: JupyterFrontEnd,
+  tracker: IToolTerminalTracker,
+  palette: ICommandPalette | null,
+  launcher: ILauncher | null,
+  statusBar: IStatusBar | null,
+  translator: ITranslator | null
+): void {
+  const trans = (translator ?? nullTranslator).load(TRANSLATION_DOMAIN);
+  const category = trans.__('Tool Terminals');
+  const model = new AgentsModel({
+    serverSettings: toolTerminalSettings(app.serviceManager.serverSettings)
+  });
+  new ApprovalNotifier({ model, trans });
+  const status = new ControlStatus({ model, trans });
+  statusBar?.registerStatusItem(`${EXTENSION_ID}:agent-control`, {
+    item: status,
+    align: 'left',
+    rank: 1000,
+    isActive: () => status.isActive,
+    activeStateChanged: status.activeStateChanged
+  });
 
-    app.commands.addCommand(AgentCommandIDs.connect, {
-      label: args =>
-        args.launcher === true
-          ? trans.__('Connect an Agent')
-          : trans.__('Connect an Agent…'),
-      caption: trans.__(
-        'Create a credential for an AI agent (an MCP client) to use your tool terminals'
-      ),
-      icon: args => (args.isPalette === true ? undefined : agentIcon),
-      describedBy: NO_ARGS,
-      isVisible: available,
-      execute: async () => {
-        const { connectAgent } = await import('./dialog');
+  const available = (): boolean => !model.unavailable;
+  const currentSession = (): string | null =>
+    tracker.currentWidget?.content.isLive
+      ? tracker.currentWidget.content.sessionId
+      : null;
+
+  app.commands.addCommand(AgentCommandIDs.connect, {
+    label: args =>
+      args.launcher === true
+        ? trans.__('Connect an Agent')
+        : trans.__('Connect an Agent…'),
+    caption: trans.__(
+      'Create a credential for an AI agent (an MCP client) to use your tool terminals'
+    ),
+    icon: args => (args.isPalette === true ? undefined : agentIcon),
+    describedBy: NO_ARGS,
+    isVisible: available,
+    execute: async () => {
+      const { connectAgent } = await import('./dialog');
+      await connectAgent(model, trans);
+    }
+  });
+
+  app.commands.addCommand(AgentCommandIDs.manage, {
+    label: trans.__('Manage Agents…'),
+    caption: trans.__('Your AI agents, their state, and Revoke'),
+    describedBy: NO_ARGS,
+    isVisible: available,
+    execute: async () => {
+      const { connectAgent, manageAgents } = await import('./dialog');
+      if (await manageAgents(model, trans)) {
         await connectAgent(model, trans);
       }
-    });
+    }
+  });
 
-    app.commands.addCommand(AgentCommandIDs.manage, {
-      label: trans.__('Manage Agents…'),
-      caption: trans.__('Your AI agents, their state, and Revoke'),
+  // Commands on the current tool terminal's session, in module `./share`.
+  const onSession = (
+    id: string,
+    label: string,
+    caption: string,
+    run: (share: typeof ShareModule, session: string) => Promise<unknown>
+  ): void => {
+    app.commands.addCommand(id, {
+      label,
+      caption,
       describedBy: NO_ARGS,
       isVisible: available,
+      isEnabled: () => currentSession() !== null,
       execute: async () => {
-        const { connectAgent, manageAgents } = await import('./dialog');
-        if (await manageAgents(model, trans)) {
-          await connectAgent(model, trans);
+        const session = currentSession();
+        if (session !== null) {
+          await run(await import('./share'), session);
         }
       }
     });
+  };
+  onSession(
+    AgentCommandIDs.share,
+    trans.__('Share with Agent…'),
+    trans.__('Let one of your agents read this terminal (it cannot type)'),
+    (share, session) => share.shareSession(session, model, trans)
+  );
+  onSession(
+    AgentCommandIDs.unshare,
+    trans.__('Stop Sharing with Agent…'),
+    trans.__('Stop letting an agent read this terminal'),
+    (share, session) => share.unshareSession(session, model, trans)
+  );
 
-    // Commands on the current tool terminal's session, in module `./share`.
-    const onSession = (
-      id: string,
-      label: string,
-      caption: string,
-      run: (share: typeof ShareModule, session: string) => Promise<unknown>
-    ): void => {
-      app.commands.addCommand(id, {
-        label,
-        caption,
-        describedBy: NO_ARGS,
-        isVisible: available,
-        isEnabled: () => currentSession() !== null,
-        execute: async () => {
-          const session = currentSession();
-          if (session !== null) {
-            await run(await import('./share'), session);
-          }
-        }
-      });
-    };
-    onSession(
-      AgentCommandIDs.share,
-      trans.__('Share with Agent…'),
-      trans.__('Let one of your agents read this terminal (it cannot type)'),
-      (share, session) => share.shareSession(session, model, trans)
-    );
-    onSession(
-      AgentCommandIDs.unshare,
-      trans.__('Stop Sharing with Agent…'),
-      trans.__('Stop letting an agent read this terminal'),
-      (share, session) => share.unshareSession(session, model, trans)
-    );
+  app.commands.addCommand(AgentCommandIDs.revokeControl, {
+    label: trans.__('Revoke Agent Control…'),
+    caption: trans.__('End the control an agent holds now'),
+    describedBy: NO_ARGS,
+    isEnabled: () => status.isActive,
+    execute: () => status.showRevokeDialog()
+  });
 
-    app.commands.addCommand(AgentCommandIDs.revokeControl, {
-      label: trans.__('Revoke Agent Control…'),
-      caption: trans.__('End the control an agent holds now'),
-      describedBy: NO_ARGS,
-      isEnabled: () => status.isActive,
-      execute: () => status.showRevokeDialog()
-    });
-
-    // On the tool terminal itself: its body's and its tab's context menus.
-    const tab = '.lm-DockPanel-tabBar .jp-ToolTerminal-tab';
-    for (const [selector, rank] of [
-      ['.jp-ToolTerminal', 7],
-      [tab, 15]
-    ] as const) {
-      app.contextMenu.addItem({
-        command: AgentCommandIDs.share,
-        selector,
-        rank
-      });
-      app.contextMenu.addItem({
-        command: AgentCommandIDs.unshare,
-        selector,
-        rank: rank + 0.5
-      });
-    }
-    for (const command of [
-      AgentCommandIDs.connect,
-      AgentCommandIDs.manage,
-      AgentCommandIDs.share,
-      AgentCommandIDs.unshare,
-      AgentCommandIDs.revokeControl
-    ]) {
-      palette?.addItem({ command, category, args: { isPalette: true } });
-    }
-    let tile = launcher?.add({
-      command: AgentCommandIDs.connect,
-      args: { launcher: true },
-      category,
-      categoryRank: CATEGORY_RANK,
-      // After every instance's tile.
-      rank: 10_000
-    });
-    // Agents turned off on the server (its agent routes answer 404): no
-    // tile, and the commands are hidden.
-    model.changed.connect(() => {
-      if (model.unavailable && tile) {
-        tile.dispose();
-        tile = undefined;
-      }
-    });
+  // Its context menu entries (on the panel's body and tab) are in
+  // schema/agents.json.
+  for (const command of [
+    AgentCommandIDs.connect,
+    AgentCommandIDs.manage,
+    AgentCommandIDs.share,
+    AgentCommandIDs.unshare,
+    AgentCommandIDs.revokeControl
+  ]) {
+    palette?.addItem({ command, category, args: { isPalette: true } });
   }
-};
+  let tile = launcher?.add({
+    command: AgentCommandIDs.connect,
+    args: { launcher: true },
+    category,
+    categoryRank: CATEGORY_RANK,
+    // After every instance's tile.
+    rank: 10_000
+  });
+  // Agents turned off on the server (its agent routes answer 404): no
+  // tile, and the commands are hidden.
+  model.changed.connect(() => {
+    if (model.unavailable && tile) {
+      tile.dispose();
+      tile = undefined;
+    }
+  });
+}
