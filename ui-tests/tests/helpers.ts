@@ -66,6 +66,28 @@ export function shells(): string[] {
 }
 
 /**
+ * Shut down every tool terminal session of the test user, and wait until no
+ * shell is left in the container. Closing a tab detaches (the session runs on,
+ * as JupyterLab's terminal does), so a spec that counts sessions or shells
+ * starts from here rather than from what earlier specs left running.
+ */
+export async function shutDownAllSessions(page: Page): Promise<void> {
+  const headers = { Authorization: `token ${TOKEN}` };
+  const listed = await page.request.get(`${BASE_URL}tool-terminal/api/sessions`, {
+    headers
+  });
+  expect(listed.status()).toBe(200);
+  for (const session of (await listed.json()) as { id: string }[]) {
+    const deleted = await page.request.delete(
+      `${BASE_URL}tool-terminal/api/sessions/${session.id}`,
+      { headers }
+    );
+    expect([204, 403]).toContain(deleted.status()); // (403: it ended meanwhile)
+  }
+  await expect.poll(() => shells().length).toBe(0);
+}
+
+/**
  * Open JupyterLab under the prefix, logged in with the token (cookie auth for
  * REST and WebSocket afterwards).
  *

@@ -15,12 +15,13 @@ import {
   BANNER,
   BASE_URL,
   CONTAINER,
+  TOKEN,
   env,
   launcherSection,
   openToolTerminal,
   shells,
+  shutDownAllSessions,
   tabMenu,
-  TOKEN,
   terminalTabs,
   typeLine,
   waitForLine,
@@ -46,6 +47,11 @@ async function sessions(page: Page): Promise<{ id: string }[]> {
   expect(response.status()).toBe(200);
   return response.json();
 }
+
+// Earlier specs' detached sessions would count (closing a tab keeps a session).
+test.beforeEach(async ({ page }) => {
+  await shutDownAllSessions(page);
+});
 
 test("a reload reattaches the panel to the same shell", async ({ page }) => {
   const refused: string[] = [];

@@ -9,8 +9,8 @@
 import { expect, test } from "@playwright/test";
 
 import {
-  activeTerminal,
   BANNER,
+  activeTerminal,
   env,
   instanceTiles,
   launcherSection,
@@ -18,6 +18,7 @@ import {
   openLab,
   screenLines,
   shells,
+  shutDownAllSessions,
   tabMenu,
   terminalTabs,
   typeLine,
@@ -25,6 +26,11 @@ import {
 } from "./helpers";
 
 const OTHER_CONTAINER = env("E2E_OTHER_CONTAINER");
+
+// Earlier specs' detached sessions would count (closing a tab keeps a session).
+test.beforeEach(async ({ page }) => {
+  await shutDownAllSessions(page);
+});
 
 test("launcher tile, terminal, resize, exit, reset and close", async ({
   page,
