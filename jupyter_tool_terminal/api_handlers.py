@@ -21,6 +21,7 @@ from tornado.http1connection import HTTP1Connection
 
 from .base import ID, ToolTerminalAPIHandler
 from .errors import NotPermitted
+from .models import instance_models
 from .recording import list_recordings, recording_path
 from .runtime.base import Instance, valid_instance_id
 from .runtime.transfer import FileUpload, TransferRefused
@@ -36,7 +37,8 @@ class InstancesHandler(ToolTerminalAPIHandler):
     @authorized
     async def get(self) -> None:
         """List the caller's instances."""
-        self.finish(json.dumps(await self.tool_sessions.list_instances(self.owner())))
+        instances = await self.tool_sessions.list_instances(self.owner())
+        self.finish(json.dumps(instance_models(instances)))
 
 
 class SessionsHandler(ToolTerminalAPIHandler):

@@ -10,6 +10,8 @@ from pathlib import Path
 if t.TYPE_CHECKING:
     from jupyter_events import EventLogger
 
+    from .session import ToolTerminal
+
 SESSION_SCHEMA_ID = "https://events.jupyter.org/jupyter_tool_terminal/session/v1"
 SESSION_SCHEMA_PATH = Path(__file__).parent / "event_schemas" / "session" / "v1.yaml"
 
@@ -49,3 +51,18 @@ class AuditLog:
             self._event_logger.emit(schema_id=SESSION_SCHEMA_ID, data=data)
         except Exception:  # noqa: BLE001 - an audit sink's failure must not break a terminal
             self._log.exception("Could not emit a tool terminal audit event")
+
+    def session_event(
+        self, action: str, session: ToolTerminal, username: str | None = None, **fields: t.Any
+    ) -> None:
+        """Record one event of ``session`` (done by ``username``, by default the user who
+        opened it), naming its owner, id, instance and tool type."""
+        self.emit(
+            action,
+            session.username if username is None else username,
+            owner=session.owner,
+            session_id=session.id,
+            instance=session.instance.id,
+            tool=session.tool.name,
+            **fields,
+        )

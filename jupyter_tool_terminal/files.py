@@ -48,13 +48,7 @@ class FileTransfers(LoggingConfigurable):
             raise NotPermitted(unknown)
         if not path:
             raise TransferRefused(400, "Say which file: the query argument 'path' is missing.")
-        try:
-            instance = await manager.runtime.get_instance(instance_id)
-        except RuntimeUnavailable as error:
-            raise EngineUnavailable(str(error)) from error
-        tool = manager.tool_types.get(instance.tool) if instance is not None else None
-        if instance is None or tool is None or instance.owner != owner:
-            raise NotPermitted(unknown)
+        instance, tool = await manager.instances.find(owner, instance_id)
         if not instance.running:
             stopped = f"The tool instance is not running (it is {instance.status}): start it first."
             raise NotRunning(stopped)

@@ -1,4 +1,5 @@
-"""The registry of terminal sessions: ownership, limits, idle culling and shutdown."""
+"""The registry of terminal sessions and the one door to them: who may open, see, attach to
+and end which session, within which limits, until the server stops or hands them over."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from traitlets import Float, Integer
 from traitlets.config import LoggingConfigurable
 
 from . import metrics
+from .culling import SessionTimers
 from .errors import (
     Conflict,
     EngineUnavailable,
@@ -22,16 +24,15 @@ from .errors import (
     NotFound,
     NotPermitted,
     NotRunning,
-    RecordingFailed,
     SessionError,
     ShuttingDown,
 )
 from .events import AuditLog
+from .instances import ToolInstances
 from .protocol import ClientMessage, Stdin
-from .recording import Recorder, RecordingError
-from .redaction import secret_variable_names
+from .recording import Recorder
 from .runtime import RuntimeUnavailable, ToolRuntime
-from .runtime.base import Instance, ShellChannel, valid_instance_id
+from .runtime.base import Instance, ShellChannel
 from .screen import ScreenModels
 from .session import TerminalClient, ToolTerminal
 from .slots import ClientKind, ConnectionSlots
@@ -279,9 +280,9 @@ class ToolTerminalManager(LoggingConfigurable):
         self.screens = screens or ScreenModels()
         #: The clients attached now, counted against the limits above.
         self.slots = ConnectionSlots(self)
+        #: The instances sessions may be opened in.
+        self.instances = ToolInstances(runtime, self.tool_types, self.log)
         self.audit = audit or AuditLog(None, self.log)
-        #: (instance, tool type) pairs whose unknown tool type was logged.
-        self._unknown_tools_told: set[tuple[str, str]] = set()
         #: Starts the recordings of tool types that record (``None``: recording unavailable).
         self.recorder = recorder
         #: Called with the time of a session's input or output (at most once a second each).
@@ -296,12 +297,11 @@ class ToolTerminalManager(LoggingConfigurable):
         self.typing_listeners: list[t.Callable[[], None]] = []
         # Slots taken by sessions still starting, so that limits hold under concurrency.
         self._starting: dict[str, int] = {}
-        self._timers: dict[str, asyncio.TimerHandle] = {}
-        self._tasks: set[asyncio.Task[t.Any]] = set()
+        #: Closes sessions when their time is up (grace, attach and idle timeouts).
+        self.timers = SessionTimers()
         #: Sessions that ended and may still be finishing (their kill, their recording): the
         #: shutdown waits for them too. (Weak: a finished one is nobody's concern.)
         self._finishing: weakref.WeakSet[ToolTerminal] = weakref.WeakSet()
-        self._cull_task: asyncio.Task[None] | None = None
         # Shutdown refuses new sessions and waits for those being created.
         self._stopping = False
         self._handing_over = False
@@ -309,18 +309,20 @@ class ToolTerminalManager(LoggingConfigurable):
         self._none_creating = asyncio.Event()
         self._none_creating.set()
 
-    # -- helpers ------------------------------------------------------------------------------
-
-    def _spawn_task(self, coroutine: t.Coroutine[t.Any, t.Any, t.Any]) -> None:
-        task = asyncio.create_task(coroutine)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
     def _count(self, owner: str) -> int:
         owned = sum(1 for session in self.sessions.values() if session.owner == owner)
         return owned + self._starting.get(owner, 0)
 
     # -- queries ------------------------------------------------------------------------------
+
+    def session_count(self) -> int:
+        """How many sessions are open."""
+        return len(self.sessions)
+
+    def owner_of(self, session_id: str) -> str | None:
+        """Whose open session ``session_id`` is (``None``: there is none), for a log line."""
+        session = self.sessions.get(session_id)
+        return None if session is None else session.owner
 
     def list_sessions(self, owner: str) -> list[ToolTerminal]:
         """The caller's sessions, oldest first."""
@@ -378,7 +380,7 @@ class ToolTerminalManager(LoggingConfigurable):
             raise LimitReached(msg)
         session.observers.append(user)
         self.log.info("Tool terminal %s shared read-only with %s", session.id[:8], user)
-        self._audit("grant", session, username=username, observer=user)
+        self.audit.session_event("grant", session, username=username, observer=user)
 
     def revoke(self, session: ToolTerminal, user: str, username: str) -> None:
         """Stop sharing ``session`` with ``user``; its connections close at once."""
@@ -388,47 +390,11 @@ class ToolTerminalManager(LoggingConfigurable):
         session.observers.remove(user)
         session.end_observer(user)
         self.log.info("Tool terminal %s no longer shared with %s", session.id[:8], user)
-        self._audit("revoke", session, username=username, observer=user)
+        self.audit.session_event("revoke", session, username=username, observer=user)
 
-    async def list_instances(self, owner: str) -> list[dict[str, t.Any]]:
-        """The caller's tool instances whose tool type is configured."""
-        try:
-            instances = await self.runtime.list_instances(owner)
-        except RuntimeUnavailable as error:
-            raise EngineUnavailable(str(error)) from error
-        models = []
-        for instance in instances:
-            tool = self.tool_types.get(instance.tool)
-            if tool is None:
-                self._tell_unknown_tool(instance)
-            else:
-                models.append(
-                    {
-                        "id": instance.id,
-                        "status": instance.status,
-                        "runtime": instance.runtime,
-                        **({"engine": instance.engine} if instance.engine else {}),
-                        **({"node": instance.node} if instance.node else {}),
-                        **tool.public_model(),
-                    }
-                )
-        return models
-
-    def _tell_unknown_tool(self, instance: Instance) -> None:
-        """Log once per instance that its label names a tool type this server lacks (its
-        owner is told by ``GET /tool-terminal/api/status``)."""
-        if (instance.id, instance.tool) in self._unknown_tools_told:
-            return
-        self._unknown_tools_told.add((instance.id, instance.tool))
-        self.log.warning(
-            "jupyter_tool_terminal: tool instance %s of %s is labelled "
-            "jupyter-tool-terminal.tool=%s, a tool type this server does not configure "
-            "(configured: %s): it is not shown",
-            instance.id,
-            instance.owner,
-            instance.tool,
-            ", ".join(sorted(self.tool_types)) or "none",
-        )
+    async def list_instances(self, owner: str) -> list[tuple[Instance, ToolType]]:
+        """The caller's tool instances whose tool type is configured, with their tool type."""
+        return await self.instances.list(owner)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -479,9 +445,6 @@ class ToolTerminalManager(LoggingConfigurable):
         size: tuple[int, int] | None,
     ) -> ToolTerminal:
         started = time.monotonic()
-        if not valid_instance_id(instance_id):
-            msg = "No such tool instance for this user."
-            raise NotPermitted(msg)
         if self._count(owner) >= self.max_sessions_per_user:
             msg = f"You have {self.max_sessions_per_user} tool terminals open; close one first."
             raise LimitReached(msg)
@@ -490,25 +453,17 @@ class ToolTerminalManager(LoggingConfigurable):
             raise LimitReached(msg)
         self._starting[owner] = self._starting.get(owner, 0) + 1
         try:
-            try:
-                instance = await self.runtime.get_instance(instance_id)
-            except RuntimeUnavailable as error:
-                raise EngineUnavailable(str(error)) from error
-            tool = self.tool_types.get(instance.tool) if instance is not None else None
-            if instance is None or tool is None or instance.owner != owner:
-                msg = "No such tool instance for this user."
-                raise NotPermitted(msg)
+            instance, tool = await self.instances.find(owner, instance_id)
             if not instance.running:
                 msg = f"The tool instance is not running (it is {instance.status})."
                 raise NotRunning(msg)
             withheld: dict[str, str] = {}
             if agent is not None and not tool.agent_secrets:
-                tool, withheld = self._withhold_secrets(instance, tool)
+                tool, withheld = self.instances.without_secrets(instance, tool)
             session = self._new_session(owner, username, instance, tool)
             session.agent = agent
             session.withheld = withheld
-            if tool.record:
-                await self._start_recording(session)
+            await session.start_recording()
             if size is not None:
                 session.start_at(*size)
             try:
@@ -528,7 +483,7 @@ class ToolTerminalManager(LoggingConfigurable):
         self.start_culling()
         # An agent's terminal is driven without a WebSocket: it waits for nobody.
         if self.attach_timeout > 0 and agent is None:  # 0 is off, as for the idle timeout
-            self._arm_timer(session, self.attach_timeout, "never attached")
+            self.timers.arm(session, self.attach_timeout, "never attached")
         self.log.info(
             "Tool terminal %s opened in %s (%s) for %s",
             session.id[:8],
@@ -537,24 +492,11 @@ class ToolTerminalManager(LoggingConfigurable):
             owner,
         )
         opened_in = time.monotonic() - started
-        self._audit("open", session, duration=opened_in)
+        self.audit.session_event("open", session, duration=opened_in)
         metrics.OPENS.labels(instance.runtime).inc()
         metrics.SESSIONS.labels(instance.runtime).inc()
         metrics.OPEN_SECONDS.labels(instance.runtime).observe(opened_in)
         return session
-
-    def _withhold_secrets(
-        self, instance: Instance, tool: ToolType
-    ) -> tuple[ToolType, dict[str, str]]:
-        """``tool`` with the secret-named variables of its shell emptied (an agent's terminal:
-        what is not in its shell cannot be printed however it is transformed), and the values
-        withheld."""
-        environment = self.runtime.shell_variables(instance, tool)
-        withheld = {name: environment[name] for name in secret_variable_names(environment)}
-        if not withheld:
-            return tool, {}
-        emptied = {**tool.env, **dict.fromkeys(withheld, "")}
-        return dataclasses.replace(tool, env=emptied), withheld
 
     def _new_session(
         self, owner: str, username: str, instance: Instance, tool: ToolType
@@ -571,6 +513,7 @@ class ToolTerminalManager(LoggingConfigurable):
             screens=self.screens,
             on_ended=self._session_ended,
             on_activity=self.on_activity,
+            recorder=self.recorder,
             log=self.log,
         )
 
@@ -597,7 +540,7 @@ class ToolTerminalManager(LoggingConfigurable):
         for session in self._suspended():
             session.resume()
             if not session.owner_attached:
-                self._arm_timer(session, self._reconnect_grace, "last client disconnected")
+                self.timers.arm(session, self._reconnect_grace, "last client disconnected")
 
     @property
     def _reconnect_grace(self) -> float:
@@ -609,7 +552,7 @@ class ToolTerminalManager(LoggingConfigurable):
         for session in self._suspended():
             if self.sessions.pop(session.id, None) is not None:
                 metrics.SESSIONS.labels(session.instance.runtime).dec()
-            self._disarm_timer(session)
+            self.timers.disarm(session)
             await session.hand_off()
             self.log.info("Tool terminal %s handed over to the successor", session.id[:8])
 
@@ -625,73 +568,29 @@ class ToolTerminalManager(LoggingConfigurable):
         clients to reconnect (:data:`HANDOVER_RECONNECT` or ``disconnect_grace``)."""
         session = self._new_session(state["owner"], state["username"], instance, tool)
         session.agent = state.get("agent")
-        if tool.record:
-            await self._start_recording(session)
+        await session.start_recording()
         session.adopt(state, screen, channel)
         self.sessions[session.id] = session
         metrics.SESSIONS.labels(instance.runtime).inc()
         self.start_culling()
         if session.agent is None:  # an agent's terminal waits for nobody (see _client_detached)
-            self._arm_timer(session, self._reconnect_grace, "last client disconnected")
+            self.timers.arm(session, self._reconnect_grace, "last client disconnected")
         self.log.info("Tool terminal %s taken over from the predecessor", session.id[:8])
         return session
-
-    async def _start_recording(self, session: ToolTerminal) -> None:
-        if self.recorder is None:
-            msg = "This tool type records its terminals, and recording is not available."
-            raise RecordingFailed(msg)
-        try:
-            session.recording = await asyncio.to_thread(
-                self.recorder.start,
-                owner=session.owner,
-                instance=session.instance.id,
-                session_id=session.id,
-                title=f"{session.tool.display_name}: {session.instance.id}",
-                shell=session.tool.shell[0],
-                environment=session.environment,
-            )
-        except RecordingError as error:
-            raise RecordingFailed(str(error)) from error
-
-    def _audit(
-        self, action: str, session: ToolTerminal, username: str | None = None, **fields: t.Any
-    ) -> None:
-        self.audit.emit(
-            action,
-            session.username if username is None else username,
-            owner=session.owner,
-            session_id=session.id,
-            instance=session.instance.id,
-            tool=session.tool.name,
-            **fields,
-        )
 
     def _session_ended(self, session: ToolTerminal, reason: str, exit_code: int | None) -> None:
         self._finishing.add(session)
         if self.sessions.pop(session.id, None) is not None:
             metrics.SESSIONS.labels(session.instance.runtime).dec()
         metrics.count_kill(reason)
-        self._disarm_timer(session)
+        self.timers.disarm(session)
         self.log.info("Tool terminal %s closed: %s", session.id[:8], reason)
         lived = time.monotonic() - session.created_monotonic
-        self._audit("close", session, reason=reason, exit_code=exit_code, duration=lived)
+        self.audit.session_event(
+            "close", session, reason=reason, exit_code=exit_code, duration=lived
+        )
         for listener in self.ended_listeners:
             listener(session)
-
-    def _arm_timer(self, session: ToolTerminal, delay: float, reason: str) -> None:
-        self._disarm_timer(session)
-        if delay <= 0:
-            self._spawn_task(session.close(reason))
-            return
-        loop = asyncio.get_running_loop()
-        self._timers[session.id] = loop.call_later(
-            delay, lambda: self._spawn_task(session.close(reason))
-        )
-
-    def _disarm_timer(self, session: ToolTerminal) -> None:
-        timer = self._timers.pop(session.id, None)
-        if timer is not None:
-            timer.cancel()
 
     # -- connections: the only door of a WebSocket to a session ----------------------------
 
@@ -716,7 +615,7 @@ class ToolTerminalManager(LoggingConfigurable):
         if admission.kind is ClientKind.OWNER:
             # A client of the owner connected: the session no longer waits to be closed.
             # (Observers do not keep a session alive: it belongs to its owner.)
-            self._disarm_timer(session)
+            self.timers.disarm(session)
         admission.attached = True
         await session.attach(client)
         return True
@@ -863,9 +762,9 @@ class ToolTerminalManager(LoggingConfigurable):
             and not kept
         ):
             if grace is None:
-                self._arm_timer(session, self.disconnect_grace, "last client disconnected")
+                self.timers.arm(session, self.disconnect_grace, "last client disconnected")
             else:
-                self._arm_timer(session, grace, "access revoked")
+                self.timers.arm(session, grace, "access revoked")
 
     async def reset_session(self, session: ToolTerminal) -> None:
         """Restart the session's shell."""
@@ -876,7 +775,7 @@ class ToolTerminalManager(LoggingConfigurable):
             await session.close("reset failed")
             raise EngineUnavailable(str(error)) from error
         metrics.RESETS.labels(session.instance.runtime).inc()
-        self._audit("reset", session, duration=time.monotonic() - started)
+        self.audit.session_event("reset", session, duration=time.monotonic() - started)
 
     async def close_session(self, session: ToolTerminal, reason: str) -> None:
         """End a session and kill its processes."""
@@ -886,17 +785,7 @@ class ToolTerminalManager(LoggingConfigurable):
 
     def start_culling(self) -> None:
         """Start the idle check if an idle timeout is set."""
-        if self.idle_timeout > 0 and self._cull_task is None:
-            self._cull_task = asyncio.create_task(self._cull_loop())
-
-    async def _cull_loop(self) -> None:
-        interval = min(max(self.idle_timeout / 4, 0.05), 30.0)
-        while True:
-            await asyncio.sleep(interval)
-            deadline = time.monotonic() - self.idle_timeout
-            for session in list(self.sessions.values()):
-                if session.last_activity_monotonic < deadline:
-                    self._spawn_task(session.close("idle"))
+        self.timers.cull_idle(self.idle_timeout, self.sessions.values)
 
     async def shutdown(self) -> None:
         """End every session, killing their processes; used when the server stops.
@@ -906,12 +795,7 @@ class ToolTerminalManager(LoggingConfigurable):
         """
         self._stopping = True
         await self._none_creating.wait()
-        if self._cull_task is not None:
-            self._cull_task.cancel()
-            self._cull_task = None
-        for timer in self._timers.values():
-            timer.cancel()
-        self._timers.clear()
+        self.timers.cancel()
         sessions = list(self.sessions.values())
         await asyncio.gather(
             *(
@@ -924,6 +808,4 @@ class ToolTerminalManager(LoggingConfigurable):
         await asyncio.gather(
             *(session.finished() for session in list(self._finishing)), return_exceptions=True
         )
-        for task in list(self._tasks):
-            with contextlib.suppress(Exception):
-                await task
+        await self.timers.stop()

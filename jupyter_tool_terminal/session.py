@@ -12,6 +12,7 @@ import secrets
 import time
 import typing as t
 
+from .errors import RecordingFailed
 from .protocol import (
     ClientMessage,
     SetSize,
@@ -24,7 +25,7 @@ from .protocol import (
     setup_frame,
     stdout_frame,
 )
-from .recording import Recording
+from .recording import Recorder, Recording, RecordingError
 from .runtime import Instance, ShellChannel, ToolRuntime
 from .runtime.base import EngineUnreachable, InstanceMoved
 from .screen import ScreenModel, ScreenModels
@@ -102,6 +103,7 @@ class ToolTerminal:
         on_ended: t.Callable[[ToolTerminal, str, int | None], None],
         log: logging.Logger,
         on_activity: t.Callable[[str, datetime.datetime], None] | None = None,
+        recorder: Recorder | None = None,
     ) -> None:
         self.id = secrets.token_urlsafe(24)
         self.owner = owner
@@ -122,8 +124,9 @@ class ToolTerminal:
         self._attaching: list[TerminalClient] = []
         self.ended = False
         self._runtime = runtime
-        #: The session's recording, if its tool type records (set before it starts).
+        #: The session's recording, if its tool type records (see :meth:`start_recording`).
         self.recording: Recording | None = None
+        self._recorder = recorder
         #: What the terminal shows, for clients that attach later (a reload, an observer).
         self.screen: ScreenModel = (screens or ScreenModels()).new(
             scrollback_lines=scrollback_lines, replay_buffer_size=replay_buffer_size
@@ -409,6 +412,28 @@ class ToolTerminal:
     def _tell_listeners_ended(self) -> None:
         self._tell_listeners(None)
         self.output_listeners.clear()
+
+    async def start_recording(self) -> None:
+        """Start the session's recording if its tool type records (before its shell starts,
+        or before it goes on with a predecessor's); :class:`RecordingFailed` if it cannot: such
+        a session must not run unrecorded."""
+        if not self.tool.record:
+            return
+        if self._recorder is None:
+            msg = "This tool type records its terminals, and recording is not available."
+            raise RecordingFailed(msg)
+        try:
+            self.recording = await asyncio.to_thread(
+                self._recorder.start,
+                owner=self.owner,
+                instance=self.instance.id,
+                session_id=self.id,
+                title=f"{self.tool.display_name}: {self.instance.id}",
+                shell=self.tool.shell[0],
+                environment=self.environment,
+            )
+        except RecordingError as error:
+            raise RecordingFailed(str(error)) from error
 
     async def _end_recording(self) -> None:
         recording, self.recording = self.recording, None

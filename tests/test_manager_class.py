@@ -12,7 +12,9 @@ from traitlets.config import Config
 
 from jupyter_tool_terminal.app import ToolTerminalApp
 from jupyter_tool_terminal.manager import ToolTerminalManager
+from jupyter_tool_terminal.runtime.base import Instance
 from jupyter_tool_terminal.runtime.docker import DockerRuntime
+from jupyter_tool_terminal.tooltypes import ToolType
 
 from .conftest import Api
 
@@ -22,7 +24,7 @@ class CountingManager(ToolTerminalManager):
 
     listed = 0
 
-    async def list_instances(self, owner: str) -> list[dict[str, t.Any]]:
+    async def list_instances(self, owner: str) -> list[tuple[Instance, ToolType]]:
         """Count, then list as the base class does."""
         CountingManager.listed += 1
         return await super().list_instances(owner)

@@ -21,6 +21,7 @@ from traitlets.config import LoggingConfigurable
 
 from ..errors import NotPermitted, SessionError
 from ..manager import Admission, ToolTerminalManager, valid_session_id
+from ..models import instance_models
 from ..redaction import Redactor
 from ..runtime.base import valid_instance_id
 from .audit import AgentAudit
@@ -498,7 +499,7 @@ class AgentTools(LoggingConfigurable):
         self, agent: Agent, _arguments: dict[str, t.Any]
     ) -> tuple[dict[str, t.Any], str]:
         try:
-            models = await self.manager.list_instances(agent.owner)
+            models = instance_models(await self.manager.list_instances(agent.owner))
         except SessionError as error:
             raise Refused(FAILED, error.message) from None
         keys = ("id", "tool", "display_name", "status", "runtime")

@@ -15,6 +15,7 @@ from jupyter_server.base.handlers import JupyterHandler
 from tornado import web
 
 from ..base import AUTH_RESOURCE, ToolTerminalMixin
+from ..models import instance_models
 
 #: The pages' templates (``templates/``), HTML-escaped by default.
 _TEMPLATES = jinja2.Environment(
@@ -36,7 +37,7 @@ class ToolTilesPage(ToolTerminalMixin, JupyterHandler):
         owner = self.tool_user()
         if owner is None:
             raise web.HTTPError(403)
-        instances = await self.tool_sessions.list_instances(owner)
+        instances = instance_models(await self.tool_sessions.list_instances(owner))
         self.set_header("Content-Type", "text/html; charset=utf-8")
         page = _TEMPLATES.get_template("tool_tiles.html")
         self.finish(page.render(user=owner, instances=instances))
