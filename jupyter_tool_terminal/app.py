@@ -643,7 +643,7 @@ class ToolTerminalApp(ExtensionApp):
 
     def current_activity(self) -> bool:
         """Whether any tool terminal is open (keeps an idle-shutdown server alive)."""
-        return bool(self.session_manager and self.session_manager.sessions)
+        return bool(self.session_manager and self.session_manager.session_count())
 
     async def stop_extension(self) -> None:
         """Kill every session's processes before the server exits."""

@@ -151,8 +151,8 @@ class ToolTerminalMixin(ExtensionHandlerMixin):
     def _refused_target(self, manager: ToolTerminalManager, session_id: str | None) -> str:
         """What a refused request asked for, for the log (whose session it is, if one)."""
         if session_id is not None:
-            session = manager.sessions.get(session_id)
-            whose = f" (of {session.owner})" if session is not None else " (no such session)"
+            owner = manager.owner_of(session_id)
+            whose = f" (of {owner})" if owner is not None else " (no such session)"
             return f" for session {session_id[:8]}{whose}"
         if self.requested_instance is not None:
             return f" for instance {self.requested_instance}"

@@ -16,6 +16,7 @@ from traitlets import Float, Integer
 from traitlets.config import LoggingConfigurable
 
 from . import metrics
+from .admission import Admission, OutputReader, ScreenText
 from .culling import SessionTimers
 from .errors import (
     Conflict,
@@ -37,6 +38,16 @@ from .screen import ScreenModels
 from .session import TerminalClient, ToolTerminal
 from .slots import ClientKind, ConnectionSlots
 from .tooltypes import ToolType
+
+__all__ = [
+    "Admission",
+    "OutputReader",
+    "ScreenText",
+    "SessionExport",
+    "ToolTerminalManager",
+    "UserDirectory",
+    "valid_session_id",
+]
 
 #: What a request for a new session is told while the server stops.
 SHUTTING_DOWN = "The server is shutting down; it opens no new tool terminals."
@@ -68,86 +79,16 @@ def valid_session_id(value: t.Any) -> bool:
     return isinstance(value, str) and SESSION_ID.fullmatch(value) is not None
 
 
-class Admission:
-    """A connection admitted to a session by :meth:`ToolTerminalManager.admit`: its handle on
-    the session, through the manager (``attach``, ``receive``, ``detach``)."""
-
-    def __init__(
-        self, session: ToolTerminal, principal: str, observer: bool, kind: ClientKind | None = None
-    ) -> None:
-        self._session = session
-        #: Who connected, as the session knows them (owner label value or observer name).
-        self.principal = principal
-        #: Whether the connection only watches (the session was shared with its user).
-        self.observer = observer
-        #: What kind of client it is (the kind of connection slot it holds).
-        self.kind = kind or (ClientKind.OBSERVER if observer else ClientKind.OWNER)
-        #: Whether it is attached (and holds a connection slot).
-        self.attached = False
-
-    @property
-    def session_id(self) -> str:
-        """The session's id."""
-        return self._session.id
-
-    @property
-    def owner(self) -> str:
-        """The session's owner."""
-        return self._session.owner
-
-    @property
-    def instance_id(self) -> str:
-        """The id of the session's tool instance."""
-        return self._session.instance.id
-
-    @property
-    def ended(self) -> bool:
-        """Whether the session has ended."""
-        return self._session.ended
-
-    @property
-    def agent_id(self) -> str | None:
-        """The id of the agent that opened the session, for an agent's terminal."""
-        agent = self._session.agent
-        return agent["id"] if agent is not None else None
-
-    @property
-    def owner_attached(self) -> bool:
-        """Whether a client of the owner's (a browser) is attached to the session."""
-        return self._session.owner_attached
-
-    @property
-    def input_backlog(self) -> int:
-        """Bytes of input queued for the shell and not yet taken by its terminal."""
-        return self._session.input_backlog
-
-    @property
-    def environment(self) -> dict[str, str]:
-        """The variables the session's shell starts with, as far as its runtime knows them."""
-        return self._session.environment
-
-    def model(self) -> dict[str, t.Any]:
-        """The session as the REST API shows it."""
-        return self._session.model()
-
-
-class OutputReader(t.Protocol):
-    """An in-server client of a session (an AI agent's shell): it reads the output as text."""
-
-    def output(self, text: str | None) -> None:
-        """A piece of the terminal's output as it arrives; ``None`` once the session ended.
-        It must return quickly: it runs in the session's pump."""
-
-
 @dataclasses.dataclass(frozen=True)
-class ScreenText:
-    """What a terminal shows now: its visible lines (no scrollback), size and cursor."""
+class SessionExport:
+    """A session suspended for a hand-over, as its successor needs it."""
 
-    lines: list[str]
-    rows: int
-    cols: int
-    #: (row, column), 0-based; the column is the width while a wrap is pending.
-    cursor: tuple[int, int]
+    #: Its state (JSON-ready; see :meth:`.ToolTerminal.handover_state`).
+    state: dict[str, t.Any]
+    #: What its terminal shows, as output that draws it again.
+    screen: str
+    #: Its shell, which the successor takes over.
+    channel: ShellChannel
 
 
 class UserDirectory(t.Protocol):
@@ -519,16 +460,17 @@ class ToolTerminalManager(LoggingConfigurable):
 
     # -- hand-over (see handover.py) ----------------------------------------------------------
 
-    async def suspend_all(self) -> list[tuple[ToolTerminal, ShellChannel]]:
-        """Refuse new sessions and suspend every session for a hand-over; the suspended
-        ones, each with its shell. Undo with :meth:`resume_all`."""
+    async def suspend_all(self) -> list[SessionExport]:
+        """Refuse new sessions and suspend every session for a hand-over; what a successor
+        needs of each suspended one. Undo with :meth:`resume_all`."""
         self._handing_over = True
         await self._none_creating.wait()
         suspended = []
         for session in list(self.sessions.values()):
             channel = await session.suspend()
             if channel is not None:
-                suspended.append((session, channel))
+                screen = await session.screen.snapshot()
+                suspended.append(SessionExport(session.handover_state(), screen, channel))
         return suspended
 
     def _suspended(self) -> list[ToolTerminal]:

@@ -16,25 +16,16 @@ from pathlib import Path
 from .conftest import REPO
 
 PACKAGE = REPO / "jupyter_tool_terminal"
-#: The door itself, and what it guards.
-DOOR = {"manager.py", "session.py"}
+#: The door itself (the manager, and the admissions it hands out), and what it guards.
+DOOR = {"manager.py", "admission.py", "session.py"}
 #: A session's insides: reached through any name.
 INSIDES = {"output_listeners", "ended_listeners", "typing_listeners", "_attaching", "_session"}
 #: Reached only on something named a session or a manager.
 GUARDED = {"sessions", "screen", "write", "clients", "recording", "receive", "attach", "detach"}
-#: Reads that other modules still make today: the hand-over's snapshot of each screen, and two
-#: read-only queries of the registry (a log line naming a refused session's owner, a count).
-#: They belong to modules that another part of this round rewrites (the hand-over component,
-#: the web edge); each is named so that the list can only shrink.
-KNOWN = {
-    # the hand-over (handover/): a session's screen and the registry, until its session
-    # interface goes through the manager
-    ("protocol.py", "session.screen"),
-    ("__init__.py", "self.manager.sessions"),
-    ("base.py", "manager.sessions"),
-    ("app.py", "manager.sessions"),
-    ("app.py", "self.session_manager.sessions"),
-}
+#: Reads that other modules still make: none (the hand-over exports and adopts sessions through
+#: the manager's hand-over interface, the web edge asks ``owner_of``/``session_count``). Any
+#: entry added here must name why; the list may only shrink.
+KNOWN: set[tuple[str, str]] = set()
 
 
 def _receiver(node: ast.expr) -> str:

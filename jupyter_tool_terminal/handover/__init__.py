@@ -129,7 +129,7 @@ class Handover(LoggingConfigurable):
                 os._exit(FAILED)
             serverapp.http_server.add_sockets(inheritance.listening)
             self.log.info(
-                "jupyter_tool_terminal: took over %d tool terminal(s)", len(self.manager.sessions)
+                "jupyter_tool_terminal: took over %d tool terminal(s)", self.manager.session_count()
             )
         predecessor = Predecessor(
             self.path,

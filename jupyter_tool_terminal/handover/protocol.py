@@ -49,9 +49,8 @@ import typing as t
 
 from tornado.httpserver import HTTPServer
 
-from ..manager import ToolTerminalManager
-from ..runtime import ShellChannel, ToolRuntime
-from ..session import ToolTerminal
+from ..manager import SessionExport, ToolTerminalManager
+from ..runtime import ToolRuntime
 from ..tooltypes import ToolType
 from .listening import close_listening, pause_accepting, resume_accepting
 
@@ -282,7 +281,7 @@ class Predecessor:
         """Suspend everything and send it; whether the successor took it."""
         suspended = await self._manager.suspend_all()
         try:
-            message, fds = await self._state(suspended)
+            message, fds = self._state(suspended)
         except HandoverError as error:
             self.log.warning("jupyter_tool_terminal: not handing over: %s", error)
             await asyncio.to_thread(send, conn, {"refused": str(error)})
@@ -304,22 +303,14 @@ class Predecessor:
             return False
         return True
 
-    async def _state(
-        self, suspended: list[tuple[ToolTerminal, ShellChannel]]
-    ) -> tuple[dict[str, t.Any], list[int]]:
+    def _state(self, suspended: list[SessionExport]) -> tuple[dict[str, t.Any], list[int]]:
         sessions, fds = [], []
-        for session, channel in suspended:
+        for export in suspended:
             try:
-                fd, shell = channel.handover()
+                fd, shell = export.channel.handover()
             except ValueError as error:
                 raise HandoverError(str(error)) from error
-            sessions.append(
-                {
-                    "state": session.handover_state(),
-                    "screen": await session.screen.snapshot(),
-                    "shell": shell,
-                }
-            )
+            sessions.append({"state": export.state, "screen": export.screen, "shell": shell})
             fds.append(fd)
         message = {
             "protocol": PROTOCOL,
