@@ -1,43 +1,21 @@
-"""The registry of terminal sessions and the one door to them: who may open, see, attach to
-and end which session, within which limits, until the server stops or hands them over."""
+"""The one door to the sessions: every client of a session (a browser's WebSocket, an
+observer's, an AI agent's shell) is admitted, attached, fed and detached here, and sharing
+decides who may watch; the registry beneath (:class:`.SessionRegistry`) opens and ends them."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import dataclasses
-import datetime
 import re
-import time
 import typing as t
-import weakref
 
-from traitlets import Float, Integer
-from traitlets.config import LoggingConfigurable
+from traitlets import Integer
 
-from . import metrics
 from .admission import Admission, OutputReader, ScreenText
-from .culling import SessionTimers
-from .errors import (
-    Conflict,
-    EngineUnavailable,
-    LimitReached,
-    NotFound,
-    NotPermitted,
-    NotRunning,
-    SessionError,
-    ShuttingDown,
-)
-from .events import AuditLog
-from .instances import ToolInstances
+from .errors import Conflict, LimitReached, NotFound, NotPermitted, SessionError
 from .protocol import ClientMessage, Stdin
-from .recording import Recorder
-from .runtime import RuntimeUnavailable, ToolRuntime
-from .runtime.base import Instance, ShellChannel
-from .screen import ScreenModels
+from .registry import SessionExport, SessionRegistry, valid_session_id
 from .session import TerminalClient, ToolTerminal
 from .slots import ClientKind, ConnectionSlots
-from .tooltypes import ToolType
 
 __all__ = [
     "Admission",
@@ -49,46 +27,9 @@ __all__ = [
     "valid_session_id",
 ]
 
-#: What a request for a new session is told while the server stops.
-SHUTTING_DOWN = "The server is shutting down; it opens no new tool terminals."
-#: What a request for a new session is told while the server hands its sessions over.
-HANDING_OVER = (
-    "The tool-terminal server is handing its terminals over to its successor; try again in a "
-    "moment."
-)
-#: Seconds a session whose clients a hand-over closed waits for them to reconnect, at least
-#: (whatever `disconnect_grace` says: the closing was the server's doing, not theirs).
-HANDOVER_RECONNECT = 30.0
-#: Session ids are ``secrets.token_urlsafe(24)``. Every id pattern is used with ``fullmatch``:
-#: ``$`` would also match before a final newline.
-SESSION_ID = re.compile(r"[A-Za-z0-9_-]{32}")
 #: A user name an owner may grant a view to: what Jupyter and JupyterHub user names look like
 #: (no whitespace, no control characters, no '/', which could not be revoked by URL).
 USER_NAME = re.compile(r"[^\s/\x00-\x1f\x7f]{1,128}")
-
-
-#: What open terminals are told when the server stops (they close with 1001, going away).
-SHUTDOWN_MESSAGE = (
-    "The tool-terminal server is stopping (a restart or an upgrade), so this terminal ended and "
-    "what ran in it was stopped. Start a new one once the server is back."
-)
-
-
-def valid_session_id(value: t.Any) -> bool:
-    """Whether ``value`` is a syntactically valid session id."""
-    return isinstance(value, str) and SESSION_ID.fullmatch(value) is not None
-
-
-@dataclasses.dataclass(frozen=True)
-class SessionExport:
-    """A session suspended for a hand-over, as its successor needs it."""
-
-    #: Its state (JSON-ready; see :meth:`.ToolTerminal.handover_state`).
-    state: dict[str, t.Any]
-    #: What its terminal shows, as output that draws it again.
-    screen: str
-    #: Its shell, which the successor takes over.
-    channel: ShellChannel
 
 
 class UserDirectory(t.Protocol):
@@ -98,47 +39,14 @@ class UserDirectory(t.Protocol):
         """Whether a user ``name`` exists; ``None`` if it cannot tell."""
 
 
-class ToolTerminalManager(LoggingConfigurable):
-    """Creates, finds and ends sessions, and enforces who may see which.
+class ToolTerminalManager(SessionRegistry):
+    """The registry of sessions (:class:`.SessionRegistry`) and the door to them: admits,
+    attaches, feeds and detaches every client of a session, and enforces who may see which.
 
-    Configurable as ``c.ToolTerminalManager`` (its limits and timers); each of its settings
-    can also be set as ``c.ToolTerminalApp.NAME``, deprecated (see ``settings.py``).
+    Configurable as ``c.ToolTerminalManager`` (its limits and timers, the registry's included);
+    each of its settings can also be set as ``c.ToolTerminalApp.NAME``, deprecated (see
+    ``settings.py``).
     """
-
-    max_sessions_per_user = Integer(
-        8,
-        min=1,
-        help="How many tool terminals one user may have open at once; more are refused (429).",
-    ).tag(config=True)
-
-    max_sessions = Integer(
-        64,
-        min=1,
-        help="How many tool terminals the whole server holds at once; more are refused (429).",
-    ).tag(config=True)
-
-    idle_timeout = Float(
-        0,
-        min=0,
-        help="""Seconds without input or output after which a tool terminal is closed and its
-        processes killed. 0 turns idle culling off. WebSocket pings do not count as activity.""",
-    ).tag(config=True)
-
-    disconnect_grace = Float(
-        60,
-        min=0,
-        help="""Seconds a session survives after its last client disconnected, so that a page
-        reload (or a dropped network) can reconnect to it and find its shell and programs
-        still running. 0 closes it at once.""",
-    ).tag(config=True)
-
-    attach_timeout = Float(
-        60,
-        min=0,
-        help="""Seconds a session created over REST waits for its first WebSocket client
-        before it is closed. 0 turns this off: such a session then lasts until it is deleted,
-        its shell exits, it goes idle (`idle_timeout`) or the server stops.""",
-    ).tag(config=True)
 
     max_clients_per_session = Integer(
         8,
@@ -177,105 +85,18 @@ class ToolTerminalManager(LoggingConfigurable):
         all their tool terminals; more are refused as for `max_clients_per_session`.""",
     ).tag(config=True)
 
-    max_input_backlog = Integer(
-        1024 * 1024,
-        min=1024,
-        help="""Bytes of input (keystrokes, pastes) a tool terminal queues for a program that
-        does not read them yet. Input beyond it is refused with an `error` message; the
-        connection itself is never held up by it.""",
-    ).tag(config=True)
-
-    replay_buffer_size = Integer(
-        64 * 1024,
-        min=1024,
-        help="""Characters of recent output each session keeps for its screen model (the
-        server-side picture of the terminal that a connecting client receives). Of a flood of
-        output only this much of the end is fed to the model: enough for the final screen and
-        its scrollback.""",
-    ).tag(config=True)
-
-    scrollback_lines = Integer(
-        500,
-        min=0,
-        help="""Lines of scrollback each session's screen model keeps; a connecting client
-        receives them (at most 32 Ki characters of them) above the current screen.""",
-    ).tag(config=True)
-
-    def __init__(
-        self,
-        *,
-        runtime: ToolRuntime,
-        tool_types: t.Mapping[str, ToolType],
-        screens: ScreenModels | None = None,
-        audit: AuditLog | None = None,
-        recorder: Recorder | None = None,
-        on_activity: t.Callable[[str, datetime.datetime], None] | None = None,
-        user_directory: UserDirectory | None = None,
-        **settings: t.Any,
-    ) -> None:
-        """``settings``: ``parent``, ``log``, ``config`` and any of the traits above."""
-        super().__init__(**settings)
-        self.runtime = runtime
-        self.tool_types = dict(tool_types)
-        #: The sessions' screen models: their emulator and shared memory budget.
-        self.screens = screens or ScreenModels()
+    def __init__(self, *, user_directory: UserDirectory | None = None, **kwargs: t.Any) -> None:
+        """``kwargs``: those of :class:`.SessionRegistry`, and any of the traits above."""
+        super().__init__(**kwargs)
         #: The clients attached now, counted against the limits above.
         self.slots = ConnectionSlots(self)
-        #: The instances sessions may be opened in.
-        self.instances = ToolInstances(runtime, self.tool_types, self.log)
-        self.audit = audit or AuditLog(None, self.log)
-        #: Starts the recordings of tool types that record (``None``: recording unavailable).
-        self.recorder = recorder
-        #: Called with the time of a session's input or output (at most once a second each).
-        self.on_activity = on_activity
         #: Who the users are, where something knows (a Hub); shares name existing users only.
         self.user_directory = user_directory
-        self.sessions: dict[str, ToolTerminal] = {}
-        #: Called with every session that ends (after it left ``sessions``).
-        self.ended_listeners: list[t.Callable[[ToolTerminal], None]] = []
         #: Called whenever a person (a WebSocket client that may write) sends input to a
         #: terminal that is not an agent's: agents make way (``agents.pacing``).
         self.typing_listeners: list[t.Callable[[], None]] = []
-        # Slots taken by sessions still starting, so that limits hold under concurrency.
-        self._starting: dict[str, int] = {}
-        #: Closes sessions when their time is up (grace, attach and idle timeouts).
-        self.timers = SessionTimers()
-        #: Sessions that ended and may still be finishing (their kill, their recording): the
-        #: shutdown waits for them too. (Weak: a finished one is nobody's concern.)
-        self._finishing: weakref.WeakSet[ToolTerminal] = weakref.WeakSet()
-        # Shutdown refuses new sessions and waits for those being created.
-        self._stopping = False
-        self._handing_over = False
-        self._creating = 0
-        self._none_creating = asyncio.Event()
-        self._none_creating.set()
 
-    def _count(self, owner: str) -> int:
-        owned = sum(1 for session in self.sessions.values() if session.owner == owner)
-        return owned + self._starting.get(owner, 0)
-
-    # -- queries ------------------------------------------------------------------------------
-
-    def session_count(self) -> int:
-        """How many sessions are open."""
-        return len(self.sessions)
-
-    def owner_of(self, session_id: str) -> str | None:
-        """Whose open session ``session_id`` is (``None``: there is none), for a log line."""
-        session = self.sessions.get(session_id)
-        return None if session is None else session.owner
-
-    def list_sessions(self, owner: str) -> list[ToolTerminal]:
-        """The caller's sessions, oldest first."""
-        return [session for session in self.sessions.values() if session.owner == owner]
-
-    def get_session(self, owner: str, session_id: t.Any) -> ToolTerminal:
-        """The caller's session ``session_id``; :class:`NotPermitted` for anything else."""
-        session = self.sessions.get(session_id) if valid_session_id(session_id) else None
-        if session is None or session.owner != owner or session.ended:
-            msg = "No such session for this user."
-            raise NotPermitted(msg)
-        return session
+    # -- who may see which session ----------------------------------------------------------
 
     def get_viewable(self, principal: str, session_id: t.Any) -> tuple[ToolTerminal, bool]:
         """The session ``session_id`` if ``principal`` owns or observes it, and whether it
@@ -296,8 +117,6 @@ class ToolTerminalManager(LoggingConfigurable):
             for session in self.sessions.values()
             if principal in session.observers and not session.ended
         ]
-
-    # -- observers ----------------------------------------------------------------------------
 
     async def grant(self, session: ToolTerminal, user: t.Any, username: str) -> None:
         """Let ``user`` watch ``session`` read-only (``username`` is the granting owner's)."""
@@ -333,208 +152,15 @@ class ToolTerminalManager(LoggingConfigurable):
         self.log.info("Tool terminal %s no longer shared with %s", session.id[:8], user)
         self.audit.session_event("revoke", session, username=username, observer=user)
 
-    async def list_instances(self, owner: str) -> list[tuple[Instance, ToolType]]:
-        """The caller's tool instances whose tool type is configured, with their tool type."""
-        return await self.instances.list(owner)
+    def still_admits(self, admission: Admission, principal: str | None) -> bool:
+        """Whether ``principal`` (who the connection's credentials name now) may still hold
+        ``admission``: the owner, or the same observer while the session is shared with it."""
+        session = admission._session
+        if admission.observer:
+            return principal == admission.principal and principal in session.observers
+        return principal == session.owner
 
-    # -- lifecycle ----------------------------------------------------------------------------
-
-    async def create_session(
-        self,
-        owner: str,
-        instance_id: t.Any,
-        username: str,
-        agent: dict[str, str] | None = None,
-        size: tuple[int, int] | None = None,
-    ) -> ToolTerminal:
-        """Start a session in the caller's instance ``instance_id``.
-
-        ``owner`` is the owner label the caller acts as; ``username`` their Jupyter username;
-        ``agent`` (``{"id", "name"}``) the agent opening it, if one does: its terminal needs no
-        WebSocket client to stay open; ``size`` (rows, cols) the size its shell starts at.
-        While the server shuts down, :class:`ShuttingDown` refuses it; a session whose start
-        the shutdown overtook is killed and refused the same way.
-        """
-        self._refuse_if_stopping()
-        self._creating += 1
-        self._none_creating.clear()
-        try:
-            session = await self._create_session(owner, instance_id, username, agent, size)
-            try:
-                self._refuse_if_stopping()
-            except ShuttingDown:
-                await session.close("server shutdown")
-                raise
-            return session
-        finally:
-            self._creating -= 1
-            if not self._creating:
-                self._none_creating.set()
-
-    def _refuse_if_stopping(self) -> None:
-        if self._stopping:
-            raise ShuttingDown(SHUTTING_DOWN)
-        if self._handing_over:
-            raise ShuttingDown(HANDING_OVER)
-
-    async def _create_session(
-        self,
-        owner: str,
-        instance_id: t.Any,
-        username: str,
-        agent: dict[str, str] | None,
-        size: tuple[int, int] | None,
-    ) -> ToolTerminal:
-        started = time.monotonic()
-        if self._count(owner) >= self.max_sessions_per_user:
-            msg = f"You have {self.max_sessions_per_user} tool terminals open; close one first."
-            raise LimitReached(msg)
-        if len(self.sessions) + sum(self._starting.values()) >= self.max_sessions:
-            msg = "This server has reached its limit of tool terminals; try again later."
-            raise LimitReached(msg)
-        self._starting[owner] = self._starting.get(owner, 0) + 1
-        try:
-            instance, tool = await self.instances.find(owner, instance_id)
-            if not instance.running:
-                msg = f"The tool instance is not running (it is {instance.status})."
-                raise NotRunning(msg)
-            withheld: dict[str, str] = {}
-            if agent is not None and not tool.agent_secrets:
-                tool, withheld = self.instances.without_secrets(instance, tool)
-            session = self._new_session(owner, username, instance, tool)
-            session.agent = agent
-            session.withheld = withheld
-            await session.start_recording()
-            if size is not None:
-                session.start_at(*size)
-            try:
-                await session.start()
-            except BaseException as error:
-                # Whatever failed, a shell may have started: the session ends it (a runtime
-                # that failed half-way through starting one has already ended it itself).
-                await session.close("failed to start")
-                if isinstance(error, RuntimeUnavailable):
-                    raise EngineUnavailable(str(error)) from error
-                raise
-        finally:
-            self._starting[owner] -= 1
-            if not self._starting[owner]:
-                del self._starting[owner]
-        self.sessions[session.id] = session
-        self.start_culling()
-        # An agent's terminal is driven without a WebSocket: it waits for nobody.
-        if self.attach_timeout > 0 and agent is None:  # 0 is off, as for the idle timeout
-            self.timers.arm(session, self.attach_timeout, "never attached")
-        self.log.info(
-            "Tool terminal %s opened in %s (%s) for %s",
-            session.id[:8],
-            instance.id,
-            tool.name,
-            owner,
-        )
-        opened_in = time.monotonic() - started
-        self.audit.session_event("open", session, duration=opened_in)
-        metrics.OPENS.labels(instance.runtime).inc()
-        metrics.SESSIONS.labels(instance.runtime).inc()
-        metrics.OPEN_SECONDS.labels(instance.runtime).observe(opened_in)
-        return session
-
-    def _new_session(
-        self, owner: str, username: str, instance: Instance, tool: ToolType
-    ) -> ToolTerminal:
-        return ToolTerminal(
-            owner=owner,
-            username=username,
-            instance=instance,
-            tool=tool,
-            runtime=self.runtime,
-            replay_buffer_size=self.replay_buffer_size,
-            max_input_backlog=self.max_input_backlog,
-            scrollback_lines=self.scrollback_lines,
-            screens=self.screens,
-            on_ended=self._session_ended,
-            on_activity=self.on_activity,
-            recorder=self.recorder,
-            log=self.log,
-        )
-
-    # -- hand-over (see handover.py) ----------------------------------------------------------
-
-    async def suspend_all(self) -> list[SessionExport]:
-        """Refuse new sessions and suspend every session for a hand-over; what a successor
-        needs of each suspended one. Undo with :meth:`resume_all`."""
-        self._handing_over = True
-        await self._none_creating.wait()
-        suspended = []
-        for session in list(self.sessions.values()):
-            channel = await session.suspend()
-            if channel is not None:
-                screen = await session.screen.snapshot()
-                suspended.append(SessionExport(session.handover_state(), screen, channel))
-        return suspended
-
-    def _suspended(self) -> list[ToolTerminal]:
-        return [session for session in self.sessions.values() if session.suspended]
-
-    def resume_all(self) -> None:
-        """The hand-over failed: every suspended session goes on here."""
-        self._handing_over = False
-        for session in self._suspended():
-            session.resume()
-            if not session.owner_attached:
-                self.timers.arm(session, self._reconnect_grace, "last client disconnected")
-
-    @property
-    def _reconnect_grace(self) -> float:
-        return max(self.disconnect_grace, HANDOVER_RECONNECT)
-
-    async def hand_off_all(self) -> None:
-        """The successor took the suspended sessions: they end here, their shells do not."""
-        self._stopping = True
-        for session in self._suspended():
-            if self.sessions.pop(session.id, None) is not None:
-                metrics.SESSIONS.labels(session.instance.runtime).dec()
-            self.timers.disarm(session)
-            await session.hand_off()
-            self.log.info("Tool terminal %s handed over to the successor", session.id[:8])
-
-    async def adopt_session(
-        self,
-        state: t.Mapping[str, t.Any],
-        screen: str,
-        instance: Instance,
-        tool: ToolType,
-        channel: ShellChannel,
-    ) -> ToolTerminal:
-        """Go on with a predecessor's session (see :meth:`ToolTerminal.adopt`); it waits for its
-        clients to reconnect (:data:`HANDOVER_RECONNECT` or ``disconnect_grace``)."""
-        session = self._new_session(state["owner"], state["username"], instance, tool)
-        session.agent = state.get("agent")
-        await session.start_recording()
-        session.adopt(state, screen, channel)
-        self.sessions[session.id] = session
-        metrics.SESSIONS.labels(instance.runtime).inc()
-        self.start_culling()
-        if session.agent is None:  # an agent's terminal waits for nobody (see _client_detached)
-            self.timers.arm(session, self._reconnect_grace, "last client disconnected")
-        self.log.info("Tool terminal %s taken over from the predecessor", session.id[:8])
-        return session
-
-    def _session_ended(self, session: ToolTerminal, reason: str, exit_code: int | None) -> None:
-        self._finishing.add(session)
-        if self.sessions.pop(session.id, None) is not None:
-            metrics.SESSIONS.labels(session.instance.runtime).dec()
-        metrics.count_kill(reason)
-        self.timers.disarm(session)
-        self.log.info("Tool terminal %s closed: %s", session.id[:8], reason)
-        lived = time.monotonic() - session.created_monotonic
-        self.audit.session_event(
-            "close", session, reason=reason, exit_code=exit_code, duration=lived
-        )
-        for listener in self.ended_listeners:
-            listener(session)
-
-    # -- connections: the only door of a WebSocket to a session ----------------------------
+    # -- connections: the only door of a WebSocket to a session -----------------------------
 
     def admit(self, principal: str, session_id: t.Any) -> Admission:
         """Admit a connection of ``principal`` to ``session_id`` (before the WebSocket upgrade):
@@ -572,7 +198,48 @@ class ToolTerminalManager(LoggingConfigurable):
                 listener()
         return session.receive(client, message)
 
-    # -- agents: in-server clients through the same door ---------------------------------------
+    def detach(
+        self,
+        admission: Admission,
+        client: TerminalClient,
+        revoked: bool = False,
+        kept: bool = False,
+    ) -> None:
+        """The connection closed; the owner's last one leaving ends the session after
+        ``disconnect_grace``, or at once if its access was ``revoked`` (a logout must not leave
+        a shell behind for a minute), or not at all if the client ``kept`` it (its tab closed
+        with the session left running: only ``idle_timeout`` and a DELETE end it then)."""
+        if not admission.attached:
+            return
+        admission.attached = False
+        session = admission._session
+        session.detach(client)
+        self.slots.release(session.id, admission.principal, admission.kind)
+        self._client_detached(
+            session,
+            grace=0 if revoked and not admission.observer else None,
+            kept=kept and not revoked,
+        )
+
+    def _client_detached(
+        self, session: ToolTerminal, grace: float | None = None, kept: bool = False
+    ) -> None:
+        """A client disconnected: the owner's last one leaving ends the session (after the
+        grace, ``disconnect_grace`` unless given), whether or not observers still watch."""
+        # An agent's terminal stays open when its owner stops watching it.
+        if (
+            not session.owner_attached
+            and not session.ended
+            and not session.suspended
+            and session.agent is None
+            and not kept
+        ):
+            if grace is None:
+                self.timers.arm(session, self.disconnect_grace, "last client disconnected")
+            else:
+                self.timers.arm(session, grace, "access revoked")
+
+    # -- agents: in-server clients through the same door ------------------------------------
 
     def agent_terminals(self, owner: str, agent_id: str) -> list[Admission]:
         """The open terminals agent ``agent_id`` of ``owner`` opened, oldest first, each as an
@@ -651,103 +318,6 @@ class ToolTerminalManager(LoggingConfigurable):
         """End the admitted session and kill its processes."""
         await self.close_session(admission._session, reason)
 
-    def add_ended_listener(self, listener: t.Callable[[str], None]) -> None:
-        """Call ``listener`` with the id of every session that ends."""
-        self.ended_listeners.append(lambda session: listener(session.id))
-
     def add_typing_listener(self, listener: t.Callable[[], None]) -> None:
         """Call ``listener`` whenever a person types into a terminal that is not an agent's."""
         self.typing_listeners.append(listener)
-
-    def still_admits(self, admission: Admission, principal: str | None) -> bool:
-        """Whether ``principal`` (who the connection's credentials name now) may still hold
-        ``admission``: the owner, or the same observer while the session is shared with it."""
-        session = admission._session
-        if admission.observer:
-            return principal == admission.principal and principal in session.observers
-        return principal == session.owner
-
-    def detach(
-        self,
-        admission: Admission,
-        client: TerminalClient,
-        revoked: bool = False,
-        kept: bool = False,
-    ) -> None:
-        """The connection closed; the owner's last one leaving ends the session after
-        ``disconnect_grace``, or at once if its access was ``revoked`` (a logout must not leave
-        a shell behind for a minute), or not at all if the client ``kept`` it (its tab closed
-        with the session left running: only ``idle_timeout`` and a DELETE end it then)."""
-        if not admission.attached:
-            return
-        admission.attached = False
-        session = admission._session
-        session.detach(client)
-        self.slots.release(session.id, admission.principal, admission.kind)
-        self._client_detached(
-            session,
-            grace=0 if revoked and not admission.observer else None,
-            kept=kept and not revoked,
-        )
-
-    def _client_detached(
-        self, session: ToolTerminal, grace: float | None = None, kept: bool = False
-    ) -> None:
-        """A client disconnected: the owner's last one leaving ends the session (after the
-        grace, ``disconnect_grace`` unless given), whether or not observers still watch."""
-        # An agent's terminal stays open when its owner stops watching it.
-        if (
-            not session.owner_attached
-            and not session.ended
-            and not session.suspended
-            and session.agent is None
-            and not kept
-        ):
-            if grace is None:
-                self.timers.arm(session, self.disconnect_grace, "last client disconnected")
-            else:
-                self.timers.arm(session, grace, "access revoked")
-
-    async def reset_session(self, session: ToolTerminal) -> None:
-        """Restart the session's shell."""
-        started = time.monotonic()
-        try:
-            await session.reset()
-        except RuntimeUnavailable as error:
-            await session.close("reset failed")
-            raise EngineUnavailable(str(error)) from error
-        metrics.RESETS.labels(session.instance.runtime).inc()
-        self.audit.session_event("reset", session, duration=time.monotonic() - started)
-
-    async def close_session(self, session: ToolTerminal, reason: str) -> None:
-        """End a session and kill its processes."""
-        await session.close(reason)
-
-    # -- culling and shutdown -----------------------------------------------------------------
-
-    def start_culling(self) -> None:
-        """Start the idle check if an idle timeout is set."""
-        self.timers.cull_idle(self.idle_timeout, self.sessions.values)
-
-    async def shutdown(self) -> None:
-        """End every session, killing their processes; used when the server stops.
-
-        New sessions are refused from now on; those being created are waited for first (each
-        is bounded by the engine's own timeouts), so that none is left out of the kill.
-        """
-        self._stopping = True
-        await self._none_creating.wait()
-        self.timers.cancel()
-        sessions = list(self.sessions.values())
-        await asyncio.gather(
-            *(
-                session.close("server shutdown", message=SHUTDOWN_MESSAGE, code=1001)
-                for session in sessions
-            ),
-            return_exceptions=True,
-        )
-        # Those that ended by themselves just before may still be killing their processes.
-        await asyncio.gather(
-            *(session.finished() for session in list(self._finishing)), return_exceptions=True
-        )
-        await self.timers.stop()

@@ -16,8 +16,9 @@ from pathlib import Path
 from .conftest import REPO
 
 PACKAGE = REPO / "jupyter_tool_terminal"
-#: The door itself (the manager, and the admissions it hands out), and what it guards.
-DOOR = {"manager.py", "admission.py", "session.py"}
+#: The door itself (the manager, the registry it builds on, the admissions it hands out), and
+#: what it guards.
+DOOR = {"manager.py", "registry.py", "admission.py", "session.py"}
 #: A session's insides: reached through any name.
 INSIDES = {"output_listeners", "ended_listeners", "typing_listeners", "_attaching", "_session"}
 #: Reached only on something named a session or a manager.
