@@ -33,9 +33,11 @@ from .agents.rest import (
     AgentSharedSessionHandler,
 )
 from .agents.setup import Agents, make_agents
+from .agents.store import AgentStore
+from .agents.tools import AgentTools
 from .base import ID
 from .events import AuditLog
-from .files import DEFAULT_MAX_BYTES, FileTransfers
+from .files import FileTransfers
 from .handover import Handover
 from .hub import login as hub_login
 from .hub.api import HubActivityReporter, HubUserDirectory, running_as_hub_service
@@ -47,7 +49,7 @@ from .runtime import RuntimeUnavailable, ToolRuntime
 from .runtime.docker import DockerRuntime
 from .runtime.local import LocalRuntime
 from .screen import BACKENDS, ScreenModels, model_class
-from .settings import moved_setting, rename, warn_moved
+from .settings import forward_moved, moved, rename, renamed
 from .setup_status import (
     LOCAL_SECTION,
     QUICK_START_SECTION,
@@ -67,22 +69,6 @@ if t.TYPE_CHECKING:
 LAST_ACTIVITY_SETTING = "tool_terminal_last_activity"
 #: The JupyterLab page-config key carrying `service_url` to the frontend.
 SERVICE_URL_PAGE_CONFIG = "toolTerminalServiceUrl"
-
-
-#: Settings that moved from this app to the object that uses them: old name -> (class, name).
-MOVED_SETTINGS: dict[str, tuple[str, str]] = {
-    "agents_file": ("AgentStore", "path"),
-    "agent_token_lifetime": ("AgentStore", "token_lifetime"),
-    "max_agents_per_user": ("AgentStore", "max_agents_per_user"),
-    "agent_control_max_minutes": ("AgentStore", "control_max_minutes"),
-    "agent_output_limit": ("AgentTools", "output_limit"),
-    "max_agent_calls_in_flight": ("AgentTools", "max_calls_in_flight"),
-    "max_terminals_per_agent": ("AgentTools", "max_terminals_per_agent"),
-}
-
-
-def _manager_setting(name: str) -> t.Any:
-    return moved_setting(ToolTerminalManager, name, "ToolTerminalManager")
 
 
 class ToolTerminalApp(ExtensionApp):
@@ -118,21 +104,23 @@ class ToolTerminalApp(ExtensionApp):
         as ServerApp.terminal_manager_class is for Jupyter's own terminals.""",
     ).tag(config=True)
 
-    # The session registry's settings live on ToolTerminalManager (c.ToolTerminalManager.*);
-    # these names on the app are the contract's: they keep working, and warn once.
-    max_sessions_per_user = _manager_setting("max_sessions_per_user")
-    max_sessions = _manager_setting("max_sessions")
-    idle_timeout = _manager_setting("idle_timeout")
-    disconnect_grace = _manager_setting("disconnect_grace")
-    attach_timeout = _manager_setting("attach_timeout")
-    max_clients_per_session = _manager_setting("max_clients_per_session")
-    max_observers = _manager_setting("max_observers")
-    max_observer_clients_per_session = _manager_setting("max_observer_clients_per_session")
-    max_clients_per_observer = _manager_setting("max_clients_per_observer")
-    max_clients_per_user = _manager_setting("max_clients_per_user")
-    max_input_backlog = _manager_setting("max_input_backlog")
-    replay_buffer_size = _manager_setting("replay_buffer_size")
-    scrollback_lines = _manager_setting("scrollback_lines")
+    # Settings that moved to the objects that use them (see settings.py): these names on the
+    # app are the contract's; they keep working, and warn once.
+    max_sessions_per_user = moved(ToolTerminalManager, "max_sessions_per_user")
+    max_sessions = moved(ToolTerminalManager, "max_sessions")
+    idle_timeout = moved(ToolTerminalManager, "idle_timeout")
+    disconnect_grace = moved(ToolTerminalManager, "disconnect_grace")
+    attach_timeout = moved(ToolTerminalManager, "attach_timeout")
+    max_clients_per_session = moved(ToolTerminalManager, "max_clients_per_session")
+    max_observers = moved(ToolTerminalManager, "max_observers")
+    max_observer_clients_per_session = moved(
+        ToolTerminalManager, "max_observer_clients_per_session"
+    )
+    max_clients_per_observer = moved(ToolTerminalManager, "max_clients_per_observer")
+    max_clients_per_user = moved(ToolTerminalManager, "max_clients_per_user")
+    max_input_backlog = moved(ToolTerminalManager, "max_input_backlog")
+    replay_buffer_size = moved(ToolTerminalManager, "replay_buffer_size")
+    scrollback_lines = moved(ToolTerminalManager, "scrollback_lines")
 
     screen_model = CaselessStrEnum(
         ["auto", *BACKENDS],
@@ -176,13 +164,11 @@ class ToolTerminalApp(ExtensionApp):
         `ping_interval`).""",
     ).tag(config=True)
 
-    ping_timeout = Float(
-        30, min=0, help="Deprecated: the old name of `pong_timeout` (the same setting)."
-    ).tag(config=True)
+    ping_timeout = renamed(Float(30, min=0), "ToolTerminalApp", "pong_timeout")
 
     @observe("ping_timeout")
     def _ping_timeout_renamed(self, change: t.Mapping[str, t.Any]) -> None:
-        rename(self, change, "pong_timeout")
+        rename(self, change)
 
     auth_recheck_interval = Float(
         60,
@@ -308,12 +294,7 @@ class ToolTerminalApp(ExtensionApp):
         `jupyter-tool-terminal-handover-PORT.sock` in the Jupyter runtime directory.""",
     ).tag(config=True)
 
-    max_file_transfer_bytes = Integer(
-        DEFAULT_MAX_BYTES,
-        min=0,
-        help="""The same as FileTransfers.max_file_transfer_bytes (set either): the largest
-        file (bytes) one download from, or upload into, a tool instance may be.""",
-    ).tag(config=True)
+    max_file_transfer_bytes = moved(FileTransfers, "max_file_transfer_bytes")
 
     #: Serves the file routes of tool instances (``None`` while no terminals are served).
     file_transfers: FileTransfers | None = None
@@ -342,31 +323,13 @@ class ToolTerminalApp(ExtensionApp):
         Set it only where every user's server serves pages you trust.""",
     ).tag(config=True)
 
-    agent_token_lifetime = Integer(604800, help="Deprecated: use `AgentStore.token_lifetime`.").tag(
-        config=True
-    )
-
-    max_agents_per_user = Integer(8, help="Deprecated: use `AgentStore.max_agents_per_user`.").tag(
-        config=True
-    )
-
-    agent_control_max_minutes = Integer(
-        60, help="Deprecated: use `AgentStore.control_max_minutes`."
-    ).tag(config=True)
-
-    agent_output_limit = Integer(32768, help="Deprecated: use `AgentTools.output_limit`.").tag(
-        config=True
-    )
-
-    max_agent_calls_in_flight = Integer(
-        4, help="Deprecated: use `AgentTools.max_calls_in_flight`."
-    ).tag(config=True)
-
-    max_terminals_per_agent = Integer(
-        4, help="Deprecated: use `AgentTools.max_terminals_per_agent`."
-    ).tag(config=True)
-
-    agents_file = Unicode(help="Deprecated: use `AgentStore.path`.").tag(config=True)
+    agents_file = moved(AgentStore, "path")
+    agent_token_lifetime = moved(AgentStore, "token_lifetime")
+    max_agents_per_user = moved(AgentStore, "max_agents_per_user")
+    agent_control_max_minutes = moved(AgentStore, "control_max_minutes")
+    agent_output_limit = moved(AgentTools, "output_limit")
+    max_agent_calls_in_flight = moved(AgentTools, "max_calls_in_flight")
+    max_terminals_per_agent = moved(AgentTools, "max_terminals_per_agent")
 
     #: Agents' credentials, tools and MCP endpoint; ``None`` while tool terminals are
     #: unavailable here (agents off still creates them, to say so).
@@ -396,41 +359,6 @@ class ToolTerminalApp(ExtensionApp):
         if by_identity is None:
             by_identity = type(identity_provider).__module__ != IdentityProvider.__module__
         return user.username if by_identity else self.owner
-
-    def _forward_moved_settings(self) -> None:
-        """Settings that moved to the object that uses them still work by their old names on
-        this app, with a warning (once, at start-up), as jupyter_server does when a setting
-        moves; the new name wins where both are set."""
-        section = self.config.get(type(self).__name__)
-        configured = set(section) if isinstance(section, dict) else set()
-        for old, (owner, new) in MOVED_SETTINGS.items():
-            if old not in configured:
-                continue
-            self.log.warning(
-                "jupyter_tool_terminal: %s.%s is deprecated; set %s.%s instead",
-                type(self).__name__,
-                old,
-                owner,
-                new,
-            )
-            if new not in self.config[owner]:
-                self.config[owner][new] = getattr(self, old)
-
-    def _configured_manager_settings(self) -> list[str]:
-        """The registry's settings the operator set by their names on this app."""
-        configured: set[str] = set()
-        for cls in type(self).mro():
-            section = self.config.get(cls.__name__)
-            if isinstance(section, dict):
-                configured.update(section)
-        names = [
-            name
-            for name in self.manager_class.class_trait_names(config=True)
-            if name in configured and self.has_trait(name)
-        ]
-        for name in names:
-            warn_moved(self, f"ToolTerminalApp.{name}", f"ToolTerminalManager.{name}")
-        return names
 
     def initialize_settings(self) -> None:
         """Validate the tool types and create the session manager."""
@@ -473,12 +401,12 @@ class ToolTerminalApp(ExtensionApp):
             self.hub_activity = HubActivityReporter(parent=self, log=self.log)
             user_directory = HubUserDirectory(parent=self, log=self.log)
             self._agents_only_on_an_origin_of_their_own()
+        # Set as `c.ToolTerminalApp.NAME`, a moved setting wins over its new name.
+        forward_moved(self)
         self.session_manager = self.manager_class(
             parent=self,
             runtime=self.tool_runtime,
             tool_types=tool_types,
-            # Set as `c.ToolTerminalApp.NAME`: that wins over `c.ToolTerminalManager.NAME`.
-            **{name: getattr(self, name) for name in self._configured_manager_settings()},
             screens=ScreenModels(
                 self.screen_model, int(self.screen_memory_limit * 2**20), log=self.log
             ),
@@ -495,18 +423,7 @@ class ToolTerminalApp(ExtensionApp):
             on_activity=self._record_activity,
             user_directory=user_directory,
         )
-        self.file_transfers = FileTransfers(
-            parent=self,
-            manager=self.session_manager,
-            log=self.log,
-            # Set as `c.ToolTerminalApp.NAME`: that wins over `c.FileTransfers.NAME`.
-            **(
-                {"max_file_transfer_bytes": self.max_file_transfer_bytes}
-                if "max_file_transfer_bytes" in self.config.get("ToolTerminalApp", {})
-                else {}
-            ),
-        )
-        self._forward_moved_settings()
+        self.file_transfers = FileTransfers(parent=self, manager=self.session_manager, log=self.log)
         self.agents = make_agents(
             manager=self.session_manager,
             redactor=redactor,

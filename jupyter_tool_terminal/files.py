@@ -32,8 +32,7 @@ class FileTransfers(LoggingConfigurable):
         DEFAULT_MAX_BYTES,
         min=0,
         help="""The largest file (bytes) that one download from, or upload into, a tool instance
-        may be; a larger one is refused with 413 (an upload's body is not kept). Also settable
-        as ToolTerminalApp.max_file_transfer_bytes.""",
+        may be; a larger one is refused with 413 (an upload's body is not kept).""",
     ).tag(config=True)
 
     manager = Instance(ToolTerminalManager)

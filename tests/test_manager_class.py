@@ -11,9 +11,12 @@ import pytest
 from traitlets.config import Config
 
 from jupyter_tool_terminal.app import ToolTerminalApp
+from jupyter_tool_terminal.files import FileTransfers
 from jupyter_tool_terminal.manager import ToolTerminalManager
 from jupyter_tool_terminal.runtime.base import Instance
 from jupyter_tool_terminal.runtime.docker import DockerRuntime
+from jupyter_tool_terminal.runtime.local import LocalRuntime
+from jupyter_tool_terminal.settings import forward_moved
 from jupyter_tool_terminal.tooltypes import ToolType
 
 from .conftest import Api
@@ -65,7 +68,7 @@ class TestSettings:
         assert manager.scrollback_lines == ToolTerminalManager.scrollback_lines.default_value
 
     def test_the_apps_names_warn_once_each(self, tool_app: ToolTerminalApp) -> None:
-        warned = _warnings(tool_app.log, tool_app._configured_manager_settings)
+        warned = _warnings(tool_app.log, lambda: forward_moved(tool_app))
         for name in ("max_clients_per_observer", "max_input_backlog"):
             expected = (
                 f"ToolTerminalApp.{name} is deprecated: set ToolTerminalManager.{name} instead "
@@ -112,3 +115,34 @@ def test_the_old_name_of_the_engines_start_up_check_timeout_sets_it_and_warns() 
         "DockerRuntime.ping_timeout is deprecated: set DockerRuntime.startup_check_timeout "
         "instead (the same setting)"
     ]
+
+
+def test_every_old_name_on_the_app_works_warns_once_and_wins() -> None:
+    """One mechanism for every moved setting: the manager's, the file transfers' (which once
+    answered to its old name silently) and the agents' old names each warn once, and win
+    over the new name as jupyter_server's moved settings do."""
+    app = ToolTerminalApp(
+        config=Config(
+            {
+                "ToolTerminalApp": {
+                    "max_file_transfer_bytes": 4096,
+                    "idle_timeout": 5.0,
+                    "agent_output_limit": 2048,
+                },
+                "FileTransfers": {"max_file_transfer_bytes": 8192},
+                "ToolTerminalManager": {"idle_timeout": 9.0},
+            }
+        )
+    )
+    warned = _warnings(app.log, lambda: forward_moved(app))
+    assert sorted(warned) == [
+        "ToolTerminalApp.agent_output_limit is deprecated: set AgentTools.output_limit instead "
+        "(the same setting)",
+        "ToolTerminalApp.idle_timeout is deprecated: set ToolTerminalManager.idle_timeout "
+        "instead (the same setting)",
+        "ToolTerminalApp.max_file_transfer_bytes is deprecated: set "
+        "FileTransfers.max_file_transfer_bytes instead (the same setting)",
+    ]
+    assert FileTransfers(parent=app).max_file_transfer_bytes == 4096
+    runtime = LocalRuntime(parent=app, instances={}, owner="alice", tool_types={})
+    assert ToolTerminalManager(parent=app, runtime=runtime, tool_types={}).idle_timeout == 5.0
