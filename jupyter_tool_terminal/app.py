@@ -106,21 +106,21 @@ class ToolTerminalApp(ExtensionApp):
 
     # Settings that moved to the objects that use them (see settings.py): these names on the
     # app are the contract's; they keep working, and warn once.
-    max_sessions_per_user = moved(ToolTerminalManager, "max_sessions_per_user")
-    max_sessions = moved(ToolTerminalManager, "max_sessions")
-    idle_timeout = moved(ToolTerminalManager, "idle_timeout")
-    disconnect_grace = moved(ToolTerminalManager, "disconnect_grace")
-    attach_timeout = moved(ToolTerminalManager, "attach_timeout")
-    max_clients_per_session = moved(ToolTerminalManager, "max_clients_per_session")
-    max_observers = moved(ToolTerminalManager, "max_observers")
+    max_sessions_per_user = moved(ToolTerminalManager, "max_sessions_per_user", Integer)
+    max_sessions = moved(ToolTerminalManager, "max_sessions", Integer)
+    idle_timeout = moved(ToolTerminalManager, "idle_timeout", Float)
+    disconnect_grace = moved(ToolTerminalManager, "disconnect_grace", Float)
+    attach_timeout = moved(ToolTerminalManager, "attach_timeout", Float)
+    max_clients_per_session = moved(ToolTerminalManager, "max_clients_per_session", Integer)
+    max_observers = moved(ToolTerminalManager, "max_observers", Integer)
     max_observer_clients_per_session = moved(
-        ToolTerminalManager, "max_observer_clients_per_session"
+        ToolTerminalManager, "max_observer_clients_per_session", Integer
     )
-    max_clients_per_observer = moved(ToolTerminalManager, "max_clients_per_observer")
-    max_clients_per_user = moved(ToolTerminalManager, "max_clients_per_user")
-    max_input_backlog = moved(ToolTerminalManager, "max_input_backlog")
-    replay_buffer_size = moved(ToolTerminalManager, "replay_buffer_size")
-    scrollback_lines = moved(ToolTerminalManager, "scrollback_lines")
+    max_clients_per_observer = moved(ToolTerminalManager, "max_clients_per_observer", Integer)
+    max_clients_per_user = moved(ToolTerminalManager, "max_clients_per_user", Integer)
+    max_input_backlog = moved(ToolTerminalManager, "max_input_backlog", Integer)
+    replay_buffer_size = moved(ToolTerminalManager, "replay_buffer_size", Integer)
+    scrollback_lines = moved(ToolTerminalManager, "scrollback_lines", Integer)
 
     screen_model = CaselessStrEnum(
         ["auto", *BACKENDS],
@@ -294,7 +294,7 @@ class ToolTerminalApp(ExtensionApp):
         `jupyter-tool-terminal-handover-PORT.sock` in the Jupyter runtime directory.""",
     ).tag(config=True)
 
-    max_file_transfer_bytes = moved(FileTransfers, "max_file_transfer_bytes")
+    max_file_transfer_bytes = moved(FileTransfers, "max_file_transfer_bytes", Integer)
 
     #: Serves the file routes of tool instances (``None`` while no terminals are served).
     file_transfers: FileTransfers | None = None
@@ -323,13 +323,13 @@ class ToolTerminalApp(ExtensionApp):
         Set it only where every user's server serves pages you trust.""",
     ).tag(config=True)
 
-    agents_file = moved(AgentStore, "path")
-    agent_token_lifetime = moved(AgentStore, "token_lifetime")
-    max_agents_per_user = moved(AgentStore, "max_agents_per_user")
-    agent_control_max_minutes = moved(AgentStore, "control_max_minutes")
-    agent_output_limit = moved(AgentTools, "output_limit")
-    max_agent_calls_in_flight = moved(AgentTools, "max_calls_in_flight")
-    max_terminals_per_agent = moved(AgentTools, "max_terminals_per_agent")
+    agents_file = moved(AgentStore, "path", Unicode)
+    agent_token_lifetime = moved(AgentStore, "token_lifetime", Integer)
+    max_agents_per_user = moved(AgentStore, "max_agents_per_user", Integer)
+    agent_control_max_minutes = moved(AgentStore, "control_max_minutes", Integer)
+    agent_output_limit = moved(AgentTools, "output_limit", Integer)
+    max_agent_calls_in_flight = moved(AgentTools, "max_calls_in_flight", Integer)
+    max_terminals_per_agent = moved(AgentTools, "max_terminals_per_agent", Integer)
 
     #: Agents' credentials, tools and MCP endpoint; ``None`` while tool terminals are
     #: unavailable here (agents off still creates them, to say so).

@@ -23,9 +23,13 @@ from traitlets.config import Configurable, LoggingConfigurable
 MOVED_TO = "moved_to"
 
 
-def moved(owner: type[HasTraits], name: str) -> TraitType[t.Any, t.Any]:
-    """The deprecated old name of ``owner``'s setting ``name``: a trait of the same kind,
-    default and bounds, whose help says where the setting lives now."""
+#: A kind of trait (``Integer``, ``Float``, ``Unicode``...).
+Kind = t.TypeVar("Kind", bound=TraitType[t.Any, t.Any])
+
+
+def moved(owner: type[HasTraits], name: str, kind: t.Callable[..., Kind]) -> Kind:
+    """The deprecated old name of ``owner``'s setting ``name``, whose trait is a ``kind``: a
+    trait of the same kind, default and bounds, whose help says where the setting lives now."""
     trait = owner.class_traits()[name]
     options = {
         key: getattr(trait, key) for key in ("min", "max") if getattr(trait, key, None) is not None
@@ -33,18 +37,24 @@ def moved(owner: type[HasTraits], name: str) -> TraitType[t.Any, t.Any]:
     if trait.allow_none:
         options["allow_none"] = True
     new = f"{owner.__name__}.{name}"
-    return type(trait)(
+    old = kind(
         trait.default_value,
         help=f"Deprecated: set {new} (the same setting). {trait.help}",
         **options,
-    ).tag(config=True, **{MOVED_TO: new})
+    )
+    if type(old) is not type(trait):
+        msg = f"{new} is a {type(trait).__name__}, not a {type(old).__name__}"
+        raise TypeError(msg)
+    old.tag(config=True, **{MOVED_TO: new})
+    return old
 
 
-def renamed(trait: TraitType[t.Any, t.Any], cls: str, new: str) -> TraitType[t.Any, t.Any]:
+def renamed(trait: Kind, cls: str, new: str) -> Kind:
     """``trait`` as the deprecated old name of the setting ``new`` of the same class ``cls``
     (observe it with :func:`rename`)."""
     trait.help = f"Deprecated: the old name of `{new}` (the same setting)."
-    return trait.tag(config=True, **{MOVED_TO: f"{cls}.{new}"})
+    trait.tag(config=True, **{MOVED_TO: f"{cls}.{new}"})
+    return trait
 
 
 def warn_moved(configurable: LoggingConfigurable, old: str, new: str) -> None:

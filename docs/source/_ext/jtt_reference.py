@@ -112,7 +112,8 @@ OPTIONAL = (f"{PACKAGE}.acp",)
 
 
 def configurable_classes() -> list[type]:
-    """Every public class of the package with configurable traits of its own, by module."""
+    """Every public class of the package with configurable traits of its own, by module (a
+    base class of another such class is documented with it)."""
     from traitlets.config import Configurable  # noqa: PLC0415 (the docs' import only)
 
     package = importlib.import_module(PACKAGE)
@@ -130,7 +131,9 @@ def configurable_classes() -> list[type]:
                 and value.class_own_traits(config=True)
             ):
                 found.append(value)
-    return found
+    # A base class whose subclass is documented (SessionRegistry, ToolTerminalManager's) is
+    # documented with it, under the name its settings are set by.
+    return [cls for cls in found if not any(o is not cls and issubclass(o, cls) for o in found)]
 
 
 def config_reference() -> str:
