@@ -1,6 +1,7 @@
 """The one door to the sessions: every client of a session (a browser's WebSocket, an
 observer's, an AI agent's shell) is admitted, attached, fed and detached here, and sharing
-decides who may watch; the registry beneath (:class:`.SessionRegistry`) opens and ends them."""
+decides who may watch; the registry beneath (``SessionRegistry``, ``registry.py``) opens and
+ends them."""
 
 from __future__ import annotations
 
@@ -40,8 +41,9 @@ class UserDirectory(t.Protocol):
 
 
 class ToolTerminalManager(SessionRegistry):
-    """The registry of sessions (:class:`.SessionRegistry`) and the door to them: admits,
-    attaches, feeds and detaches every client of a session, and enforces who may see which.
+    """The registry of sessions (``SessionRegistry``, ``registry.py``) and the door to them:
+    admits, attaches, feeds and detaches every client of a session, and enforces who may see
+    which.
 
     Configurable as ``c.ToolTerminalManager`` (its limits and timers, the registry's included);
     each of its settings can also be set as ``c.ToolTerminalApp.NAME``, deprecated (see
@@ -86,7 +88,7 @@ class ToolTerminalManager(SessionRegistry):
     ).tag(config=True)
 
     def __init__(self, *, user_directory: UserDirectory | None = None, **kwargs: t.Any) -> None:
-        """``kwargs``: those of :class:`.SessionRegistry`, and any of the traits above."""
+        """``kwargs``: those of ``SessionRegistry``, and any of the traits above."""
         super().__init__(**kwargs)
         #: The clients attached now, counted against the limits above.
         self.slots = ConnectionSlots(self)
