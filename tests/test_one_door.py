@@ -1,6 +1,8 @@
 """One door: no client reaches a session except through the manager (read from the source).
 
-Every module of the package other than the manager and the session itself is read, and each
+Every module of the package other than the manager (``manager.py``, the registry it builds on
+in ``registry.py``, the admissions it hands out in ``admission.py``) and the session itself is
+read, and each
 attribute access that reaches into a session's insides, or past the manager's door to its
 registry and listener lists, is listed: a browser's WebSocket and an agent's shell alike are
 admitted, attached, fed and detached by ``ToolTerminalManager`` (``admit``/``attach``/
