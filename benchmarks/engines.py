@@ -63,12 +63,21 @@ def server_config(n: int, engines: dict[str, Dockerd] | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def labelled_container(host: Dockerd, run_id: str) -> str:
+class EngineHost(t.Protocol):
+    """A Docker engine of this machine the benchmark starts (``tests/engines.py``'s ``Dockerd``
+    or ``tests/swarm.py``'s swarm ``Node``)."""
+
+    def client(self) -> docker.DockerClient: ...
+
+
+def labelled_container(host: EngineHost, name: str) -> str:
+    """Start a tool instance on ``host``: a container named ``name`` with the benchmark's owner
+    and tool labels; its name."""
     client = host.client()
     try:
         container = client.containers.run(
             "jupyter-tool-terminal-test:latest",
-            name=f"jtt-bench-{run_id}-{host.name}",
+            name=name,
             detach=True,
             init=True,
             network_mode="none",
@@ -221,7 +230,9 @@ async def main(arguments: argparse.Namespace) -> dict[str, t.Any]:
             await asyncio.to_thread(host.start)
             await asyncio.to_thread(host.load_image)
         names = {
-            name: await asyncio.to_thread(labelled_container, host, lab.run_id)
+            name: await asyncio.to_thread(
+                labelled_container, host, f"jtt-bench-{lab.run_id}-{host.name}"
+            )
             for name, host in hosts.items()
         }
         # One engine, configured as today: DOCKER_HOST.

@@ -52,14 +52,16 @@ async def profile(opens: int, linger: float) -> dict[str, list[float]]:
     """Open and close ``opens`` shells; every step's times (seconds)."""
     runtime = DockerRuntime(log=logging.getLogger("open_steps"), lease_linger=linger)
     steps: dict[str, list[float]] = {}
-    kills = runtime.kills
+    engine = runtime.default_engine  # (the one engine docker.from_env() finds)
+    assert engine is not None
+    kills = engine.kills
     for owner, method in (
         (runtime, "get_instance"),
         (kills, "register"),
         (kills, "_start_reaper"),
         (kills, "_kill_orphans"),
-        (runtime, "_create_exec"),
-        (runtime, "attach"),
+        (engine, "_create_exec"),
+        (engine, "attach"),
         (runtime, "start_shell"),
     ):
         timed(steps, owner, method)

@@ -22,7 +22,8 @@ import uuid
 
 import docker
 
-from jupyter_tool_terminal.runtime.docker import OWNER_LABEL, TOOL_LABEL, DockerRuntime
+from jupyter_tool_terminal.runtime.docker import DockerRuntime
+from jupyter_tool_terminal.runtime.docker_engine import OWNER_LABEL, TOOL_LABEL
 from jupyter_tool_terminal.session import ToolTerminal
 from jupyter_tool_terminal.tooltypes import ToolType
 

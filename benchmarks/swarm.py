@@ -34,7 +34,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent)]
 # The benchmark's own helpers, beside this script.
 from client import Client  # noqa: E402
 from common import OWNER, TOOL, Target, ms, percentile  # noqa: E402
-from engines import close_all, figures, open_all, type_for  # noqa: E402
+from engines import close_all, figures, labelled_container, open_all, type_for  # noqa: E402
 from lab import Lab, Server  # noqa: E402
 from tests.swarm import Swarm  # noqa: E402
 
@@ -55,22 +55,6 @@ def server_config(n: int, swarm: Swarm | None) -> str:
             f"c.DockerRuntime.swarm = {{'managers': ['n1'], 'node_engine': {node_engine!r}}}",
         ]
     return "\n".join(lines) + "\n"
-
-
-def plain_container(swarm: Swarm, run_id: str) -> str:
-    client = swarm.nodes["n2"].client()
-    try:
-        container = client.containers.run(
-            "jupyter-tool-terminal-test:latest",
-            name=f"jtt-bench-{run_id}",
-            detach=True,
-            init=True,
-            network_mode="none",
-            labels={"jupyter-tool-terminal.owner": OWNER, "jupyter-tool-terminal.tool": TOOL},
-        )
-        return str(container.name)
-    finally:
-        client.close()
 
 
 def targets(server: Server, instances: list[str]) -> list[Target]:
@@ -128,7 +112,9 @@ async def main(arguments: argparse.Namespace) -> dict[str, t.Any]:
     try:
         await asyncio.to_thread(swarm.start)
         nodes = swarm.nodes
-        container = await asyncio.to_thread(plain_container, swarm, lab.run_id)
+        container = await asyncio.to_thread(
+            labelled_container, nodes["n2"], f"jtt-bench-{lab.run_id}"
+        )
         services = [
             await asyncio.to_thread(swarm.service, f"bench-{name}", owner=OWNER, tool=TOOL, on=node)
             for name, node in nodes.items()

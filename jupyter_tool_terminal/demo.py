@@ -27,7 +27,7 @@ import docker
 import docker.errors
 
 from .runtime import access as engine_access
-from .runtime.docker import OWNER_LABEL, TOOL_LABEL
+from .runtime.docker_engine import OWNER_LABEL, TOOL_LABEL
 
 DEFAULT_IMAGE = "jupyter-tool-terminal-test:latest"
 

@@ -6,21 +6,6 @@ import dataclasses
 import re
 import typing as t
 
-#: The keys an operator may set for a tool type, with a short description used in error messages.
-TOOL_TYPE_KEYS: dict[str, str] = {
-    "display_name": "a non-empty string",
-    "shell": "a non-empty list of strings",
-    "shells": "a non-empty list of absolute paths of shells, tried in order",
-    "startup_command": "a string",
-    "user": "a string",
-    "workdir": "an absolute path",
-    "env": "a mapping of variable names to strings",
-    "icon": "an SVG document as a string",
-    "cleanup": '"session" or "instance"',
-    "record": "true or false",
-    "agent_secrets": "true or false",
-}
-
 #: What a session's end kills: its own processes (found by tag, terminal session and parent),
 #: or, once the instance's last session ends, every process started since its first one.
 CLEANUP_MODES = ("session", "instance")
@@ -78,20 +63,84 @@ class ToolType:
         }
 
 
+class _Setting(t.NamedTuple):
+    """One key of a tool type's configuration, and what its value must be."""
+
+    #: What the value must be, as a refusal says it.
+    expects: str
+    #: Whether a value is one (NUL characters in an optional string are refused before).
+    valid: t.Callable[[t.Any], bool]
+    #: Whether ``None`` stands for "not set" (the optional settings are strings).
+    optional: bool = False
+    #: Whether a refused string is quoted back (not an icon's SVG document).
+    quoted: bool = True
+
+
+def _text(value: t.Any) -> bool:
+    return isinstance(value, str) and bool(value)
+
+
+def _arguments(value: t.Any) -> bool:
+    return (
+        isinstance(value, list | tuple)
+        and bool(value)
+        and all(_text(arg) and "\x00" not in arg for arg in value)
+    )
+
+
+def _shell_paths(value: t.Any) -> bool:
+    return _arguments(value) and all(path.startswith("/") for path in value)
+
+
+def _flag(value: t.Any) -> bool:
+    return isinstance(value, bool)
+
+
+#: The keys an operator may set for a tool type, in the order they are checked.
+SETTINGS: dict[str, _Setting] = {
+    "display_name": _Setting("a non-empty string", _text, optional=True),
+    "shell": _Setting("a non-empty list of strings", _arguments),
+    "shells": _Setting(
+        "a non-empty list of absolute paths of shells, tried in order", _shell_paths
+    ),
+    "startup_command": _Setting("a string", _text, optional=True),
+    "user": _Setting("a string", _text, optional=True),
+    "workdir": _Setting(
+        "an absolute path", lambda value: _text(value) and value.startswith("/"), optional=True
+    ),
+    # (an empty value is no variable at all)
+    "env": _Setting(
+        "a mapping of variable names to strings",
+        lambda value: isinstance(value, t.Mapping) or not value,
+    ),
+    "icon": _Setting(
+        "an SVG document as a string",
+        lambda value: _text(value) and "<svg" in value,
+        optional=True,
+        quoted=False,
+    ),
+    "cleanup": _Setting('"session" or "instance"', CLEANUP_MODES.__contains__),
+    "record": _Setting("true or false", _flag),
+    "agent_secrets": _Setting("true or false", _flag),
+}
+
+
 def _fail(name: str, problem: str) -> t.NoReturn:
     msg = f"tool type {name!r}: {problem}"
     raise ToolTypeError(msg)
 
 
-def _optional_string(name: str, spec: t.Mapping[str, t.Any], key: str) -> str | None:
-    value = spec.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value:
-        _fail(name, f"{key!r} must be {TOOL_TYPE_KEYS[key]}, not {value!r}")
-    if "\x00" in value:
+def _check(name: str, key: str, value: t.Any) -> None:
+    """Refuse ``value`` for ``key`` unless it is what the setting expects."""
+    setting = SETTINGS[key]
+    if value is None and setting.optional:
+        return
+    if setting.optional and isinstance(value, str) and "\x00" in value:
         _fail(name, f"{key!r} must not contain a NUL character")
-    return value
+    if not setting.valid(value):
+        document = isinstance(value, str) and value and not setting.quoted
+        shown = "" if document else f", not {value!r}"
+        _fail(name, f"{key!r} must be {setting.expects}{shown}")
 
 
 def parse_tool_type(name: t.Any, spec: t.Any) -> ToolType:
@@ -105,79 +154,39 @@ def parse_tool_type(name: t.Any, spec: t.Any) -> ToolType:
         _fail(str(name), "the name must be 1-64 letters, digits, '_', '.' or '-'")
     if not isinstance(spec, t.Mapping):
         _fail(name, f"must be a mapping of settings, not {type(spec).__name__}")
-    unknown = sorted(set(spec) - set(TOOL_TYPE_KEYS))
+    unknown = sorted(set(spec) - set(SETTINGS))
     if unknown:
         _fail(
             name,
-            f"unknown key(s) {', '.join(map(repr, unknown))}; known: {', '.join(TOOL_TYPE_KEYS)}",
+            f"unknown key(s) {', '.join(map(repr, unknown))}; known: {', '.join(SETTINGS)}",
         )
-
-    shell: t.Any = spec.get("shell", ["/bin/sh"])
-    if (
-        not isinstance(shell, list | tuple)
-        or not shell
-        or not all(isinstance(arg, str) and arg and "\x00" not in arg for arg in shell)
-    ):
-        _fail(name, f"'shell' must be {TOOL_TYPE_KEYS['shell']}, not {shell!r}")
-
-    shells: t.Any = spec.get("shells", ())
-    if "shells" in spec:
-        if "shell" in spec:
-            _fail(name, "set 'shell' (one command) or 'shells' (shells to try in order), not both")
-        if (
-            not isinstance(shells, list | tuple)
-            or not shells
-            or not all(
-                isinstance(path, str) and path.startswith("/") and "\x00" not in path
-                for path in shells
-            )
-        ):
-            _fail(name, f"'shells' must be {TOOL_TYPE_KEYS['shells']}, not {shells!r}")
-        shell = [shells[0]]
-
-    env: t.Any = spec.get("env") or {}
-    if not isinstance(env, t.Mapping):
-        _fail(name, f"'env' must be {TOOL_TYPE_KEYS['env']}, not {env!r}")
+    for key in SETTINGS:
+        if key in spec:
+            _check(name, key, spec[key])
+    if "shell" in spec and "shells" in spec:
+        _fail(name, "set 'shell' (one command) or 'shells' (shells to try in order), not both")
+    env: t.Mapping[t.Any, t.Any] = spec.get("env") or {}
     for key, value in env.items():
         if not isinstance(key, str) or not _ENV_NAME.fullmatch(key):
             _fail(name, f"'env' has an invalid variable name {key!r}")
         if not isinstance(value, str) or "\x00" in value:
             _fail(name, f"'env' value of {key!r} must be a string without NUL")
 
-    workdir = _optional_string(name, spec, "workdir")
-    if workdir is not None and not workdir.startswith("/"):
-        _fail(name, f"'workdir' must be {TOOL_TYPE_KEYS['workdir']}, not {workdir!r}")
-
-    icon = _optional_string(name, spec, "icon")
-    if icon is not None and "<svg" not in icon:
-        _fail(name, f"'icon' must be {TOOL_TYPE_KEYS['icon']}")
-
-    cleanup = spec.get("cleanup", "session")
-    if cleanup not in CLEANUP_MODES:
-        _fail(name, f"'cleanup' must be {TOOL_TYPE_KEYS['cleanup']}, not {cleanup!r}")
-    record = spec.get("record", False)
-    if not isinstance(record, bool):
-        _fail(name, f"'record' must be {TOOL_TYPE_KEYS['record']}, not {record!r}")
-    agent_secrets = spec.get("agent_secrets", False)
-    if not isinstance(agent_secrets, bool):
-        _fail(
-            name,
-            f"'agent_secrets' must be {TOOL_TYPE_KEYS['agent_secrets']}, not {agent_secrets!r}",
-        )
-
+    shells = tuple(spec.get("shells", ()))
     return ToolType(
         name=name,
-        record=record,
-        agent_secrets=agent_secrets,
-        display_name=_optional_string(name, spec, "display_name") or name,
-        shell=tuple(shell),
-        shells=tuple(shells) if len(shells) > 1 else (),
-        startup_command=_optional_string(name, spec, "startup_command"),
-        user=_optional_string(name, spec, "user"),
-        workdir=workdir,
+        display_name=spec.get("display_name") or name,
+        # (with ``shells``, the first one stands for them where one command is needed)
+        shell=tuple(spec.get("shell", shells[:1] or ("/bin/sh",))),
+        shells=shells if len(shells) > 1 else (),
+        startup_command=spec.get("startup_command"),
+        user=spec.get("user"),
+        workdir=spec.get("workdir"),
         env=dict(env),
-        icon=icon,
-        cleanup=cleanup,
+        icon=spec.get("icon"),
+        cleanup=spec.get("cleanup", "session"),
+        record=spec.get("record", False),
+        agent_secrets=spec.get("agent_secrets", False),
     )
 
 

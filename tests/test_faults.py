@@ -14,7 +14,7 @@ import docker
 import pytest
 
 from jupyter_tool_terminal.app import ToolTerminalApp
-from jupyter_tool_terminal.runtime.docker import DockerRuntime
+from jupyter_tool_terminal.runtime.docker_engine import EngineRuntime
 
 from .conftest import BASE_PROCESSES, Api, InstanceFactory, container_processes, exec_count
 
@@ -113,9 +113,9 @@ async def test_a_failure_after_the_shell_started_kills_it(
     # The exec is started; then opening its stream fails with an error nobody expected.
     started: list[str] = []
 
-    real_attach = DockerRuntime.attach
+    real_attach = EngineRuntime.attach
 
-    async def broken_attach(runtime: DockerRuntime, exec_id: str, tty: bool) -> t.Any:
+    async def broken_attach(runtime: EngineRuntime, exec_id: str, tty: bool) -> t.Any:
         if not tty:  # the reaper's
             return await real_attach(runtime, exec_id, tty)
         started.append(exec_id)
@@ -123,7 +123,7 @@ async def test_a_failure_after_the_shell_started_kills_it(
         msg = "injected: the exec socket cannot be opened"
         raise OSError(msg)
 
-    monkeypatch.setattr(DockerRuntime, "attach", broken_attach)
+    monkeypatch.setattr(EngineRuntime, "attach", broken_attach)
     container = make_instance()
     status, body = await alice.status("POST", "sessions", body={"instance": container.name})
     assert status == 503, (status, body)

@@ -9,7 +9,7 @@ import typing as t
 
 import pytest
 
-from jupyter_tool_terminal.runtime.docker import DockerRuntime
+from jupyter_tool_terminal.runtime.docker_engine import EngineRuntime
 
 from .conftest import (
     ALICE,
@@ -103,14 +103,14 @@ async def test_resize_bursts_are_coalesced(
     alice: Api, make_instance: InstanceFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     resizes: list[tuple[int, int]] = []
-    real_call = DockerRuntime.call
+    real_call = EngineRuntime.call
 
-    async def counting_call(self: DockerRuntime, method: str, *args: t.Any, **kw: t.Any) -> t.Any:
+    async def counting_call(self: EngineRuntime, method: str, *args: t.Any, **kw: t.Any) -> t.Any:
         if method == "exec_resize":
             resizes.append((kw["height"], kw["width"]))
         return await real_call(self, method, *args, **kw)
 
-    monkeypatch.setattr(DockerRuntime, "call", counting_call)
+    monkeypatch.setattr(EngineRuntime, "call", counting_call)
     container = make_instance()
     _, term = await alice.terminal(container.name)
     for size in range(1000):

@@ -12,15 +12,20 @@ server serving everything.
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 import subprocess
 import sys
 import typing as t
 from pathlib import Path
 
 import docker
+import pytest
 
 from jupyter_tool_terminal.app import ToolTerminalApp
 from jupyter_tool_terminal.handover import FAILED, Successor
+from jupyter_tool_terminal.runtime.docker import DockerRuntime
+from jupyter_tool_terminal.tooltypes import parse_tool_type
 
 from .conftest import (
     BASE_PROCESSES,
@@ -256,3 +261,45 @@ async def test_a_hand_over_socket_in_a_directory_others_can_write_is_refused(
         assert await asyncio.to_thread(new.process.wait, 60) == FAILED
         assert "others can write" in (tmp_path / "successor.log").read_text()
         assert servers[0].process.poll() is None
+
+
+async def test_with_several_engines_an_adopted_shell_is_killed_on_its_own_engine(
+    make_container: InstanceFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A handed-over shell names its engine: the successor's kill reaches it there, not on the
+    engine ``docker.from_env()`` finds (here none)."""
+    container = make_container(owner="dana")
+    engines = {"a": {"url": os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"}}
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    tool = parse_tool_type("sandbox", {})
+    old, new = DockerRuntime(engines=engines), DockerRuntime(engines=engines)
+
+    async def sleeping() -> bool:
+        processes = await asyncio.to_thread(container_processes, container)
+        return any("sleep 4711" in process for process in processes)
+
+    async def not_sleeping() -> bool:
+        return not await sleeping()
+
+    try:
+        instance = await old.get_instance(f"a/{container.name}")
+        assert instance is not None
+        channel = await old.start_shell(instance, tool)
+        await channel.write(b"sleep 4711 &\n")
+        await wait_until(sleeping)
+        # What the hand-over sends: the exec connection (a duplicate here), the shell's
+        # names, and the runtime's state.
+        descriptor, shell = channel.handover()
+        connection = socket.socket(fileno=os.dup(descriptor))
+        new.take_over(old.handover_state())
+        channel.release()
+        adopted = await new.adopt_shell(shell, connection)
+        await adopted.write(b"echo adopted-$((2+3))\n")
+        seen = b""
+        while b"adopted-5" not in seen:
+            seen += await asyncio.wait_for(adopted.read(4096), 10)
+        await adopted.terminate()
+        await wait_until(not_sleeping, timeout=10)
+    finally:
+        old.close()
+        new.close()

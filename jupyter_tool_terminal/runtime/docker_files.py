@@ -37,9 +37,9 @@ if t.TYPE_CHECKING:
     import logging
 
 
-class DockerRuntime(t.Protocol):
-    """What file transfers need of the Docker runtime (``docker.py``, which imports this
-    module: naming it here would be an import loop)."""
+class EngineRuntime(t.Protocol):
+    """What file transfers need of an engine's runtime (``docker_engine.py``, which imports
+    this module: naming it here would be an import loop)."""
 
     @property
     def log(self) -> logging.Logger | logging.LoggerAdapter[t.Any]: ...
@@ -88,7 +88,7 @@ exit 1
 class _Exec:
     """A transfer's exec: its demultiplexed output, its input, and its exit code."""
 
-    def __init__(self, runtime: DockerRuntime, exec_id: str, stream: ShellStream) -> None:
+    def __init__(self, runtime: EngineRuntime, exec_id: str, stream: ShellStream) -> None:
         self._runtime = runtime
         self.exec_id = exec_id
         self.stream = stream
@@ -172,7 +172,7 @@ class _Exec:
 
 
 async def _start(
-    runtime: DockerRuntime,
+    runtime: EngineRuntime,
     *,
     instance: DockerInstance,
     tool: ToolType,
@@ -230,7 +230,7 @@ class DockerDownload(FileDownload):
 
 
 async def open_download(
-    runtime: DockerRuntime, instance: DockerInstance, tool: ToolType, path: str, max_bytes: int
+    runtime: EngineRuntime, instance: DockerInstance, tool: ToolType, path: str, max_bytes: int
 ) -> DockerDownload:
     """Check ``path`` as the tool's user and start reading it."""
     running = await _start(
@@ -292,7 +292,7 @@ class DockerUpload(FileUpload):
 
 
 async def open_upload(
-    runtime: DockerRuntime,
+    runtime: EngineRuntime,
     *,
     instance: DockerInstance,
     tool: ToolType,
@@ -323,7 +323,7 @@ async def open_upload(
 
 
 async def working_directory(
-    runtime: DockerRuntime, container_id: str, user: str, tag: str
+    runtime: EngineRuntime, container_id: str, user: str, tag: str
 ) -> str | None:
     """The current directory of the shell tagged ``tag`` (``None`` if it cannot be found)."""
 

@@ -1,11 +1,11 @@
 """Several Docker engines behind one runtime: their configuration, and their health.
 
 ``c.DockerRuntime.engines = {NAME: {"url": URL, "tls": {"ca": PATH, "cert": PATH, "key": PATH}}}``
-gives the runtime one engine per entry (see the README, "Several hosts"). Each is served by a
-:class:`~jupyter_tool_terminal.runtime.docker.DockerRuntime` of its own (its connection pool,
-threads, kill wing and leases), and watched by an :class:`EngineHealth`: an engine that stops
-answering is marked down at once, its sessions end, and it is back as soon as it answers again.
-Nothing one engine does, or fails to do, waits on another.
+gives the runtime one engine per entry (see the docs, "Several hosts"). Each is served by an
+:class:`~jupyter_tool_terminal.runtime.docker_engine.EngineRuntime` of its own (its connection
+pool, threads, kill wing and leases), and watched by an :class:`EngineHealth`: an engine that
+stops answering is marked down at once, its sessions end, and it is back as soon as it answers
+again. Nothing one engine does, or fails to do, waits on another.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import docker.errors
 import docker.tls
 
 from .. import metrics
-from .base import EngineUnreachable, Instance, RuntimeUnavailable
+from .base import EngineUnreachable
 
 #: Engine names: the first part of an instance id (``ENGINE/CONTAINER``) and a metrics label.
 ENGINE_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{0,63}")
@@ -233,109 +233,3 @@ class EngineHealth:
             with contextlib.suppress(Exception):
                 self._client.close()
         self._executor.shutdown(wait=False, cancel_futures=True)
-
-
-class EngineRuntime(t.Protocol):
-    """What this module needs of a runtime on one engine, and of the runtime over several
-    (both are :class:`~jupyter_tool_terminal.runtime.docker.DockerRuntime`, which imports this
-    module: naming it here would be an import loop)."""
-
-    @property
-    def health(self) -> EngineHealth | None: ...
-    @property
-    def by_engine(self) -> t.Mapping[str, EngineRuntime]: ...
-    @property
-    def answering(self) -> bool: ...
-    @property
-    def engine_name(self) -> str: ...
-    @property
-    def engine_timeout(self) -> float: ...
-    @property
-    def log(self) -> logging.Logger | logging.LoggerAdapter[t.Any]: ...
-
-    async def list_instances(self, owner: str) -> list[Instance]: ...
-
-    async def get_instance(self, instance_id: str) -> Instance | None: ...
-
-    def unreachable(self) -> EngineUnreachable: ...
-
-
-def check_at_start(
-    engines: t.Sequence[EngineRuntime], log: logging.Logger | logging.LoggerAdapter[t.Any]
-) -> None:
-    """Ping every engine at once (blocking, at start-up): log each that does not answer (it
-    is served once it does); :class:`RuntimeUnavailable` only if none answers."""
-    healths = [engine.health for engine in engines if engine.health is not None]
-    with concurrent.futures.ThreadPoolExecutor(max_workers=len(healths)) as pool:
-        answers = list(pool.map(EngineHealth.ping, healths))
-    for health, answered in zip(healths, answers, strict=True):
-        health.assume(answered)
-        if not answered:
-            log.warning(
-                "Docker engine %r (%s) does not answer at start-up: its instances are left "
-                "out until it does",
-                health.spec.name,
-                health.spec.url,
-            )
-    if not any(answers):
-        names = ", ".join(repr(health.spec.name) for health in healths)
-        msg = f"none of the container engines {names} answers"
-        raise RuntimeUnavailable(msg)
-
-
-def _start_watching(runtime: EngineRuntime) -> None:
-    for engine in runtime.by_engine.values():
-        if engine.health is not None:
-            engine.health.start()
-
-
-async def list_everywhere(runtime: EngineRuntime, owner: str) -> list[Instance]:
-    """The owner's instances on every engine that answers within ``engine_timeout``, listed
-    concurrently; their ids ``ENGINE/CONTAINER``. One that does not answer is left out (and
-    logged); :class:`RuntimeUnavailable` only if no engine answered."""
-    _start_watching(runtime)
-
-    async def on(engine: EngineRuntime) -> list[Instance] | None:
-        if not engine.answering:
-            return None
-        try:
-            found = await asyncio.wait_for(engine.list_instances(owner), runtime.engine_timeout)
-        except (TimeoutError, RuntimeUnavailable) as error:
-            runtime.log.warning(
-                "Docker engine %r left out of a list: %s",
-                engine.engine_name,
-                str(error) or "no answer in time",
-            )
-            return None
-        return [_on_engine(instance, engine.engine_name) for instance in found]
-
-    engines = list(runtime.by_engine.values())
-    answers = await asyncio.gather(*(on(engine) for engine in engines))
-    if all(answer is None for answer in answers):
-        msg = "no container engine is reachable"
-        raise EngineUnreachable(msg)
-    return sorted(
-        (instance for answer in answers if answer for instance in answer),
-        key=lambda instance: instance.id,
-    )
-
-
-def _on_engine(instance: Instance, engine: str) -> Instance:
-    return dataclasses.replace(instance, id=f"{engine}/{instance.id}", engine=engine)
-
-
-async def look_up(runtime: EngineRuntime, instance_id: str) -> Instance | None:
-    """The instance ``ENGINE/CONTAINER``; ``None`` if there is none (or no such engine);
-    the engine's :class:`EngineUnreachable` if it does not answer within ``engine_timeout``."""
-    _start_watching(runtime)
-    name, _, container = instance_id.partition("/")
-    engine = runtime.by_engine.get(name)
-    if engine is None or not container:
-        return None
-    if not engine.answering:
-        raise engine.unreachable()
-    try:
-        found = await asyncio.wait_for(engine.get_instance(container), runtime.engine_timeout)
-    except TimeoutError as error:
-        raise engine.unreachable() from error
-    return None if found is None else _on_engine(found, name)

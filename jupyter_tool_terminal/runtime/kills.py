@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import secrets
 import typing as t
@@ -78,8 +79,75 @@ class Engine(t.Protocol):
         """Return once the engine answers (at once while it does)."""
 
 
+@dataclasses.dataclass(eq=False)
+class _TargetKills:
+    """Everything the kill wing keeps of one target: its live shells, the kills asked of it,
+    and this server's lease there."""
+
+    target: Target
+    #: The tags of the shells started here and not killed yet; while a container has other
+    #: live shells, its kills go through a reaper (see ``reaper.py``).
+    live: set[str] = dataclasses.field(default_factory=set)
+    #: Kill requests waiting for the target's kill worker (tags, and who waits for them).
+    pending: set[str] = dataclasses.field(default_factory=set)
+    waiters: list[asyncio.Future[bool]] = dataclasses.field(default_factory=list)
+    worker: asyncio.Task[None] | None = None
+    #: Kills the container could not run yet (it is paused, or its engine away).
+    deferred: set[str] = dataclasses.field(default_factory=set)
+    #: This server's lease here (its reaper), the lock its start holds, and its retirement
+    #: once no shell is left (due after ``linger``).
+    reaper: Reaper | None = None
+    lease_lock: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
+    retirement: asyncio.TimerHandle | None = None
+
+    @property
+    def container_id(self) -> str:
+        return self.target[0]
+
+    @property
+    def user(self) -> str:
+        return self.target[1]
+
+    def cancel_retirement(self) -> None:
+        if self.retirement is not None:
+            self.retirement.cancel()
+            self.retirement = None
+
+
+@dataclasses.dataclass(eq=False)
+class _ContainerKills:
+    """What the kill wing keeps of one container: its targets (one per exec user), and what
+    its instance-wide kills and paused kills need."""
+
+    #: The container's targets, by exec user.
+    targets: dict[str, _TargetKills] = dataclasses.field(default_factory=dict)
+    #: For a ``"cleanup": "instance"`` tool type: the start time (in the container's clock
+    #: ticks) of a process started just before its first session.
+    mark: int | None = None
+    #: Held by the mark's taking and the instance-wide kill.
+    lock: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
+    #: The task waiting for the paused container to run its deferred kills.
+    pause_watcher: asyncio.Task[None] | None = None
+
+    def others_live(self, tags: t.Collection[str]) -> bool:
+        """Whether shells other than ``tags`` are alive in the container."""
+        return any(state.live.difference(tags) for state in self.targets.values())
+
+    def due_mark(self, tags: t.Collection[str]) -> int | None:
+        """The mark, if ``tags`` are the container's last live shells: its instance-wide kill
+        is due."""
+        return None if self.others_live(tags) else self.mark
+
+    def has_deferred(self) -> bool:
+        return any(state.deferred for state in self.targets.values())
+
+
 class KillWing:
-    """Kills shells' processes for one engine, and keeps this server's leases there."""
+    """Kills shells' processes for one engine, and keeps this server's leases there.
+
+    What it keeps is one record per container (:class:`_ContainerKills`) holding one per
+    target (:class:`_TargetKills`); records stay for the server's life, as their locks must.
+    """
 
     def __init__(
         self,
@@ -93,81 +161,75 @@ class KillWing:
         #: Called for each kill that cannot run when asked (the engine or container is not
         #: there for it) and waits.
         self._on_deferred = on_deferred
-        # Kill requests waiting for their container's kill worker: (tags, waiters).
-        self._pending_kills: dict[Target, tuple[set[str], list[asyncio.Future[bool]]]] = {}
-        self._kill_workers: dict[Target, asyncio.Task[None]] = {}
-        # The tags of the shells started in each container and not killed yet; a container
-        # with other live shells gets a reaper for its kills (see ``reaper.py``).
-        self._live_tags: dict[Target, set[str]] = {}
-        self._reapers: dict[Target, Reaper] = {}
-        # Kills a paused container could not run yet, and the tasks waiting to run them.
-        self._deferred: dict[Target, set[str]] = {}
-        self._pause_watchers: dict[str, asyncio.Task[None]] = {}
-        # Containers of "cleanup": "instance" tool types: the start time (in the container's
-        # clock ticks) of a process started just before their first session.
-        self._marks: dict[str, int] = {}
-        self._container_locks: dict[str, asyncio.Lock] = {}
+        self._containers: dict[str, _ContainerKills] = {}
         #: This server's id: its shells carry it, and its reapers are its leases (see
         #: README, "What the kill guarantees": after a crash).
         self.server_id = secrets.token_hex(16)
-        self._lease_locks: dict[Target, asyncio.Lock] = {}
         #: Seconds a lease outlives the last shell of its target (0: it ends with it).
         self.linger = linger
-        # The retirements of leases whose target has no live shell, due after ``linger``.
-        self._retirements: dict[Target, asyncio.TimerHandle] = {}
+
+    def _container(self, container_id: str) -> _ContainerKills:
+        return self._containers.setdefault(container_id, _ContainerKills())
+
+    def _at(self, target: Target) -> _TargetKills:
+        targets = self._container(target[0]).targets
+        state = targets.get(target[1])
+        if state is None:
+            state = targets[target[1]] = _TargetKills(target)
+        return state
+
+    def _all_targets(self) -> list[_TargetKills]:
+        return [state for kept in self._containers.values() for state in kept.targets.values()]
 
     def handover_state(self) -> dict[str, t.Any]:
         """What a successor takes over (``handover/``): this server's id, which its shells
         carry, and the marks of ``"cleanup": "instance"`` containers."""
-        return {"server_id": self.server_id, "marks": dict(self._marks)}
+        marks = {cid: kept.mark for cid, kept in self._containers.items() if kept.mark is not None}
+        return {"server_id": self.server_id, "marks": marks}
 
     def take_over(self, state: t.Mapping[str, t.Any]) -> None:
         """Become the predecessor whose :meth:`handover_state` this is, before any lease of
         this server runs: its shells are then this server's, never orphans to its leases."""
         self.server_id = state["server_id"]
-        self._marks.update(state["marks"])
+        for container_id, mark in state["marks"].items():
+            self._container(container_id).mark = mark
 
     def close(self) -> None:
         """Give up: the server stops (its sessions were killed before)."""
-        for container_id in {target[0] for target in self._deferred}:
-            self.log.warning(
-                "Container %s is paused: its closed tool terminals' processes could not be "
-                "killed and outlive this server",
-                container_id[:12],
-            )
-        for watcher in self._pause_watchers.values():
-            watcher.cancel()
-        for retirement in self._retirements.values():
-            retirement.cancel()
-        self._retirements.clear()
-        for reaper in self._reapers.values():
-            reaper.close()
-        self._reapers.clear()
+        for container_id, kept in self._containers.items():
+            if kept.has_deferred():
+                self.log.warning(
+                    "Container %s is paused: its closed tool terminals' processes could not be "
+                    "killed and outlive this server",
+                    container_id[:12],
+                )
+            if kept.pause_watcher is not None:
+                kept.pause_watcher.cancel()
+        for state in self._all_targets():
+            state.cancel_retirement()
+            if state.reaper is not None:
+                state.reaper.close()
+                state.reaper = None
 
     async def register(self, target: Target, tag: str, *, mark: bool) -> bool:
         """Count a shell about to start in the target as live (taking the container's mark
         first for ``"cleanup": "instance"``), with this server's lease running there; whether
         it does (the shell may then carry this server's id). Undo with :meth:`forget`."""
+        state = self._at(target)
         if mark:
             # Marked before the first shell, under the lock that the instance-wide kill holds.
-            async with self._container_lock(target[0]):
-                if target[0] not in self._marks:
-                    self._marks[target[0]] = await self._take_mark(target[0])
-                self._live_tags.setdefault(target, set()).add(tag)
+            kept = self._container(state.container_id)
+            async with kept.lock:
+                if kept.mark is None:
+                    kept.mark = await self._take_mark(state.container_id)
+                state.live.add(tag)
         else:
-            self._live_tags.setdefault(target, set()).add(tag)
-        return await self._lease(target)
+            state.live.add(tag)
+        return await self._lease(state)
 
     def forget(self, target: Target, tag: str) -> None:
         """No shell runs with this tag: it must not count as a live shell of the container."""
-        live = self._live_tags.get(target)
-        if live is not None:
-            live.discard(tag)
-            if not live:
-                self._live_tags.pop(target, None)
-
-    def _container_lock(self, container_id: str) -> asyncio.Lock:
-        return self._container_locks.setdefault(container_id, asyncio.Lock())
+        self._at(target).live.discard(tag)
 
     async def kill(self, target: Target, tags: t.Collection[str]) -> bool:
         """Kill the tagged shells' processes; concurrent kills in one container share one exec.
@@ -182,76 +244,70 @@ class KillWing:
         """
         if not tags:
             return True
+        state = self._at(target)
         waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        pending_tags, waiters = self._pending_kills.setdefault(target, (set(), []))
-        pending_tags.update(tags)
-        waiters.append(waiter)
-        if target not in self._kill_workers:
-            self._kill_workers[target] = asyncio.create_task(self._kill_worker(target))
+        state.pending.update(tags)
+        state.waiters.append(waiter)
+        if state.worker is None:
+            state.worker = asyncio.create_task(self._kill_worker(state))
         return await waiter
 
-    async def _kill_worker(self, target: Target) -> None:
+    async def _kill_worker(self, state: _TargetKills) -> None:
         try:
-            while (pending := self._pending_kills.pop(target, None)) is not None:
-                tags, waiters = pending
+            while state.waiters:
+                tags, waiters = state.pending, state.waiters
+                state.pending, state.waiters = set(), []
                 done = True
                 try:
-                    done = await self._kill_now(target, sorted(tags))
+                    done = await self._kill_now(state, sorted(tags))
                 finally:
                     for waiter in waiters:
                         if not waiter.done():
                             waiter.set_result(done)
         finally:
-            # No await between the last pop and here: a request arriving now starts a worker.
-            self._kill_workers.pop(target, None)
+            # No await between the last look and here: a request arriving now starts a worker.
+            state.worker = None
 
-    def _others_live(self, target: Target, tags: list[str]) -> bool:
-        """Whether shells other than ``tags`` are alive in the target's container."""
-        return any(
-            key[0] == target[0] and live.difference(tags) for key, live in self._live_tags.items()
-        )
-
-    async def _kill_now(self, target: Target, tags: list[str]) -> bool:
-        container_id = target[0]
-        if container_id in self._marks:
-            async with self._container_lock(container_id):
-                mark = self._marks.get(container_id)
-                if mark is not None and not self._others_live(target, tags):
+    async def _kill_now(self, state: _TargetKills, tags: list[str]) -> bool:
+        kept = self._container(state.container_id)
+        if kept.mark is not None:
+            async with kept.lock:
+                mark = kept.due_mark(tags)
+                if mark is not None:
                     # The container's last session: everything since its first one goes.
-                    done = await self._kill_once(container_id, ROOT, ["instance", str(mark)])
+                    words = ["instance", str(mark)]
+                    done = await self._kill_once(state.container_id, ROOT, words)
                     if done:
-                        self._marks.pop(container_id, None)
-                    return self._killed(target, tags, done)
-        return self._killed(target, tags, await self._kill_session(target, tags))
+                        kept.mark = None
+                    return self._killed(state, tags, done)
+        return self._killed(state, tags, await self._kill_session(state, tags))
 
     def defer(self, target: Target, tags: t.Collection[str]) -> None:
         """Keep a kill that cannot run now (its engine does not answer): it runs once the
         engine answers and the container runs, or is dropped with the container."""
-        self._killed(target, sorted(tags), False)
+        self._killed(self._at(target), sorted(tags), False)
 
-    def _killed(self, target: Target, tags: list[str], done: bool) -> bool:
+    def _killed(self, state: _TargetKills, tags: list[str], done: bool) -> bool:
         """Book a kill's outcome: the tags are gone, or deferred until the container runs."""
         if not done:
             if self._on_deferred is not None:
                 self._on_deferred()
-            self._deferred.setdefault(target, set()).update(tags)
-            if target[0] not in self._pause_watchers:
-                self._pause_watchers[target[0]] = asyncio.create_task(
-                    self._run_when_unpaused(target[0])
+            state.deferred.update(tags)
+            kept = self._container(state.container_id)
+            if kept.pause_watcher is None:
+                kept.pause_watcher = asyncio.create_task(
+                    self._run_when_unpaused(state.container_id)
                 )
             return False
-        # Looked up again: a shell may have started in the container meanwhile.
-        live = self._live_tags.get(target)
-        if live is not None:
-            live.difference_update(tags)
-        if not live:
-            self._live_tags.pop(target, None)
+        # (a shell may have started in the container meanwhile: its tag stays)
+        state.live.difference_update(tags)
+        if not state.live:
             # No shell is left to kill: the reaper goes too (after ``linger``), and the
             # container is as before.
-            self._retire_later(target)
+            self._retire_later(state)
         return True
 
-    def _retire_later(self, target: Target) -> None:
+    def _retire_later(self, state: _TargetKills) -> None:
         """End the target's reaper once it has had no live shell for ``linger`` seconds.
 
         Starting a lease costs a shell's open an exec that must run and answer before the
@@ -259,50 +315,49 @@ class KillWing:
         spares that to the next open (a reset, a reload, a terminal opened again), and the
         kills meanwhile go through it instead of an exec of their own.
         """
-        if (pending := self._retirements.pop(target, None)) is not None:
-            pending.cancel()
-        reaper = self._reapers.get(target)
+        state.cancel_retirement()
+        reaper = state.reaper
         if reaper is None:
             return
         if self.linger <= 0:
-            self._retire(target, reaper)
+            self._retire(state, reaper)
             return
-        self._retirements[target] = asyncio.get_running_loop().call_later(
-            self.linger, self._retire, target, reaper
+        state.retirement = asyncio.get_running_loop().call_later(
+            self.linger, self._retire, state, reaper
         )
 
-    def _retire(self, target: Target, reaper: Reaper) -> None:
-        self._retirements.pop(target, None)
-        if self._live_tags.get(target) or self._reapers.get(target) is not reaper:
+    def _retire(self, state: _TargetKills, reaper: Reaper) -> None:
+        state.retirement = None
+        if state.live or state.reaper is not reaper:
             return  # a shell started there meanwhile, or the reaper was replaced
-        del self._reapers[target]
+        state.reaper = None
         reaper.close()
 
-    async def _kill_session(self, target: Target, tags: list[str]) -> bool:
-        reaper = self._reapers.get(target)
-        if reaper is None and self._others_live(target, tags):
+    async def _kill_session(self, state: _TargetKills, tags: list[str]) -> bool:
+        reaper = state.reaper
+        if reaper is None and self._container(state.container_id).others_live(tags):
             # Other shells are still running here, so more kills are to come: the exec
             # started now serves them all, instead of one exec per kill.
-            reaper = await self._start_reaper(target)
+            reaper = await self._start_reaper(state)
         if reaper is not None:
             request = asyncio.ensure_future(reaper.request("session", tags, REAPER_TIMEOUT))
             await asyncio.wait({request}, timeout=PAUSE_PROBE)
-            if not request.done() and await self._paused(target[0]):
+            if not request.done() and await self._paused(state.container_id):
                 # A frozen reaper answers nothing; the caller is not held up waiting for it.
                 request.cancel()
                 with contextlib.suppress(asyncio.CancelledError, ReaperGone):
                     await request
                 reaper.close()
-                self._reapers.pop(target, None)
+                state.reaper = None
                 return False
             try:
                 answer = await request
             except ReaperGone:
-                self._reapers.pop(target, None)
+                state.reaper = None
             else:
                 self._log_status(answer)
                 return True
-        return await self._kill_once(target[0], target[1], ["session", *tags])
+        return await self._kill_once(state.container_id, state.user, ["session", *tags])
 
     async def _paused(self, container_id: str) -> bool:
         try:
@@ -313,6 +368,7 @@ class KillWing:
 
     async def _run_when_unpaused(self, container_id: str) -> None:
         """Wait until a paused container runs again (or is gone), then run its deferred kills."""
+        kept = self._container(container_id)
         delay = 0.1
         try:
             while True:
@@ -325,48 +381,45 @@ class KillWing:
                     info = {}
                 except RuntimeUnavailable:
                     continue
-                state = info.get("State") or {}
-                if state.get("Paused"):
+                status = info.get("State") or {}
+                if status.get("Paused"):
                     continue
-                targets = [key for key in self._deferred if key[0] == container_id]
-                for target in targets:
-                    tags = self._deferred.pop(target)
-                    if state.get("Running"):
-                        await self.kill(target, tags)
+                for record in [record for record in kept.targets.values() if record.deferred]:
+                    tags, record.deferred = record.deferred, set()
+                    if status.get("Running"):
+                        await self.kill(record.target, tags)
                     else:  # stopped or removed: its processes are gone
-                        self._killed(target, sorted(tags), True)
-                if not any(key[0] == container_id for key in self._deferred):
+                        self._killed(record, sorted(tags), True)
+                if not kept.has_deferred():
                     return
         finally:
-            self._pause_watchers.pop(container_id, None)
+            kept.pause_watcher = None
 
     def _log_status(self, answer: Answer) -> None:
         if answer.status:
             self.log.warning("Killing tool terminal processes ended with status %s", answer.status)
 
-    async def _lease(self, target: Target) -> bool:
+    async def _lease(self, state: _TargetKills) -> bool:
         """Make sure this server's lease (its reaper) runs for the target before a shell
         starts there; the first time, kill what dead servers left there. Whether a lease runs.
 
         A shell starts only once its server's lease has answered: so a server that finds a
         shell of another server whose lease does not run knows that server is gone.
         """
-        lock = self._lease_locks.setdefault(target, asyncio.Lock())
-        async with lock:
-            if (pending := self._retirements.pop(target, None)) is not None:
-                pending.cancel()  # a shell starts there again: the lease stays
-            reaper = self._reapers.get(target)
+        async with state.lease_lock:
+            state.cancel_retirement()  # a shell starts there again: the lease stays
+            reaper = state.reaper
             if reaper is not None and not reaper.gone:
                 return True
-            reaper = await self._start_reaper(target)
-            return reaper is not None and await self._kill_orphans(target, reaper)
+            reaper = await self._start_reaper(state)
+            return reaper is not None and await self._kill_orphans(state, reaper)
 
-    async def _kill_orphans(self, target: Target, reaper: Reaper) -> bool:
+    async def _kill_orphans(self, state: _TargetKills, reaper: Reaper) -> bool:
         """Kill, through the new lease, the processes of servers that have no lease running
         in the container; whether the lease answered."""
         for _ in range(ORPHAN_ATTEMPTS):
             try:
-                live = await self._live_servers(target[0])
+                live = await self._live_servers(state.container_id)
             except RuntimeUnavailable as error:
                 # Without the list of live servers nothing may be taken for an orphan.
                 self.log.warning("Could not look for orphaned tool terminals: %s", error)
@@ -374,7 +427,7 @@ class KillWing:
             try:
                 answer = await reaper.request("orphans", sorted(live), REAPER_TIMEOUT)
             except ReaperGone:
-                self._reapers.pop(target, None)
+                state.reaper = None
                 return False
             if answer.status != ORPHANS_UNSURE:
                 self._log_status(answer)
@@ -403,15 +456,15 @@ class KillWing:
         found = await asyncio.gather(*(lease(i) for i in info.get("ExecIDs") or []))
         return live | {server_id for server_id in found if server_id is not None}
 
-    async def _start_reaper(self, target: Target) -> Reaper | None:
-        """Start a reaper (this server's lease) in the container; ``None`` if it cannot be
-        had (the kill then runs as its own exec)."""
+    async def _start_reaper(self, state: _TargetKills) -> Reaper | None:
+        """Start a reaper (this server's lease) in the target's container; ``None`` if it
+        cannot be had (the kill then runs as its own exec)."""
         try:
             created = await self._engine.call(
                 "exec_create",
-                target[0],
+                state.container_id,
                 lease_command(self.server_id),
-                user=target[1],
+                user=state.user,
                 environment={
                     **KILL_ENVIRONMENT,
                     REAPER_SCRIPT_VARIABLE: REAPER_SCRIPT,
@@ -424,7 +477,7 @@ class KillWing:
         except (docker.errors.NotFound, RuntimeUnavailable, OSError):
             return None
         reaper = Reaper(stream)
-        self._reapers[target] = reaper
+        state.reaper = reaper
         return reaper
 
     async def _take_mark(self, container_id: str) -> int:

@@ -34,10 +34,11 @@ import warnings
 from jupyter_core.paths import jupyter_runtime_dir
 from ptyprocess import PtyProcess
 from traitlets import Dict, Float, List, Unicode, default
+from traitlets import Instance as InstanceOf
 
 from ..tooltypes import ToolType
 from . import local_files, procfs
-from .base import Instance, RuntimeUnavailable, ShellChannel, ToolRuntime
+from .base import Instance, RuntimeUnavailable, ShellChannel, ToolRuntime, valid_instance_id
 from .launch import SERVER_VARIABLE, SESSION_TAG_VARIABLE, shell_command, shell_environment
 from .leases import ServerLease
 from .shells import missing_shell_text
@@ -65,6 +66,35 @@ class LocalInstance(Instance):
 
     #: The instance's root directory: absolute, ``~`` expanded, symbolic links resolved.
     root: str = ""
+
+    @classmethod
+    def declared(
+        cls, instance_id: str, entry: t.Any, *, owner: str, tool_types: t.Collection[str]
+    ) -> LocalInstance:
+        """The instance one entry of ``ToolTerminalApp.local_instances`` declares, checked:
+        :class:`RuntimeUnavailable` names it and what is wrong."""
+        where = f"local instance {instance_id!r}"
+        if not isinstance(entry, t.Mapping) or set(entry) != set(INSTANCE_KEYS):
+            msg = f"{where}: must be a mapping with exactly the keys 'tool' and 'root'"
+            raise RuntimeUnavailable(msg)
+        # (The ENGINE/ form is the Docker runtime's, with several engines.)
+        if not valid_instance_id(instance_id) or "/" in instance_id:
+            msg = f"{where}: an id is 1-128 letters, digits, '_', '.' or '-'"
+            raise RuntimeUnavailable(msg)
+        tool, root = entry["tool"], entry["root"]
+        if tool not in tool_types:
+            msg = f"{where}: unknown tool type {tool!r}"
+            raise RuntimeUnavailable(msg)
+        if not isinstance(root, str) or not root or "\x00" in root:
+            msg = f"{where}: 'root' must be a path, not {root!r}"
+            raise RuntimeUnavailable(msg)
+        return cls(
+            id=instance_id,
+            owner=owner,
+            tool=tool,
+            status="running",
+            root=os.path.abspath(os.path.expanduser(root)),
+        )
 
 
 class _LocalShellChannel(ShellChannel):
@@ -361,11 +391,12 @@ class LocalRuntime(ToolRuntime):
     #: The user name every local instance belongs to (the server's owner).
     owner = Unicode()
     #: The validated tool types, to check the instances against.
-    tool_types = Dict()
+    tool_types = Dict(key_trait=Unicode(), value_trait=InstanceOf(ToolType))
 
     def __init__(self, **kwargs: t.Any) -> None:
         super().__init__(**kwargs)
         self._lease = ServerLease(self.lease_dir, secrets.token_hex(16))
+        self._declared: dict[str, LocalInstance] | None = None
 
     def check_available(self) -> None:
         """Validate every instance and create its root (the error names the instance); then
@@ -400,31 +431,16 @@ class LocalRuntime(ToolRuntime):
         self._lease.close()
 
     def _instances(self) -> dict[str, LocalInstance]:
-        found = {}
-        for instance_id, spec in self.instances.items():
-            where = f"local instance {instance_id!r}"
-            if not isinstance(spec, t.Mapping) or set(spec) != set(INSTANCE_KEYS):
-                msg = f"{where}: must be a mapping with exactly the keys 'tool' and 'root'"
-                raise RuntimeUnavailable(msg)
-            # (The ENGINE/ form is the Docker runtime's, with several engines.)
-            if not self.could_own(instance_id):
-                msg = f"{where}: an id is 1-128 letters, digits, '_', '.' or '-'"
-                raise RuntimeUnavailable(msg)
-            tool, root = spec["tool"], spec["root"]
-            if tool not in self.tool_types:
-                msg = f"{where}: unknown tool type {tool!r}"
-                raise RuntimeUnavailable(msg)
-            if not isinstance(root, str) or not root or "\x00" in root:
-                msg = f"{where}: 'root' must be a path, not {root!r}"
-                raise RuntimeUnavailable(msg)
-            found[instance_id] = LocalInstance(
-                id=instance_id,
-                owner=self.owner,
-                tool=tool,
-                status="running",
-                root=os.path.abspath(os.path.expanduser(root)),
-            )
-        return found
+        """The declared instances, checked the first time they are asked for (at start-up:
+        :meth:`check_available`); what is wrong raises :class:`RuntimeUnavailable`."""
+        if self._declared is None:
+            self._declared = {
+                instance_id: LocalInstance.declared(
+                    instance_id, entry, owner=self.owner, tool_types=self.tool_types
+                )
+                for instance_id, entry in self.instances.items()
+            }
+        return self._declared
 
     @staticmethod
     def _check_user(instance: LocalInstance, tool: ToolType) -> None:

@@ -27,17 +27,21 @@ import typing as t
 import weakref
 
 from .base import EngineUnreachable, Instance, InstanceMoved, RuntimeUnavailable
-from .engines import ENGINE_NAME, SCHEMES, EngineHealth, EngineSpec, parse_tls
+from .docker_engine import (
+    OWNER_LABEL,
+    TASK_LABEL,
+    TOOL_LABEL,
+    DockerInstance,
+    EngineRuntime,
+    ExecChannel,
+)
+from .engines import ENGINE_NAME, SCHEMES, EngineSpec, parse_tls
 
 if t.TYPE_CHECKING:
     import logging
 
 #: The first part of a Swarm instance's id (an engine of that name is refused beside a swarm).
 PREFIX = "swarm"
-OWNER_LABEL = "jupyter-tool-terminal.owner"
-TOOL_LABEL = "jupyter-tool-terminal.tool"
-#: The label Swarm puts on a task's container: its task's id.
-TASK_LABEL = "com.docker.swarm.task.id"
 #: The desired states of the tasks the managers want running (a new task is ``ready`` until
 #: the one it replaces stopped); the others (``shutdown``...) are history.
 WANTED = ("running", "ready")
@@ -172,80 +176,46 @@ def _slots(service: t.Mapping[str, t.Any]) -> list[int] | None:
 
 
 @dataclasses.dataclass(frozen=True)
-class SwarmInstance(Instance):
+class SwarmInstance(DockerInstance):
     """A service slot's instance: the task's container on its node, as the managers place it."""
 
-    runtime: t.ClassVar[str] = "docker"
-
-    #: What the Docker runtime needs of it (see ``DockerInstance``): its container, env.
-    container_id: str = ""
-    env_names: frozenset[str] = frozenset()
-    env: tuple[tuple[str, str], ...] = dataclasses.field(default=(), repr=False, compare=False)
     service_id: str = ""
     slot: int = 1
     task_id: str = ""
 
 
-class SwarmEngine(t.Protocol):
-    """What this module needs of an engine's runtime (a manager's or a node's): the Docker
-    runtime, which imports this module (naming it here would be an import loop)."""
-
-    @property
-    def spec(self) -> EngineSpec | None: ...
-    @property
-    def health(self) -> EngineHealth | None: ...
-    @property
-    def answering(self) -> bool: ...
-    @property
-    def engine_name(self) -> str: ...
-
-    async def call(self, method: str, *args: t.Any, **kwargs: t.Any) -> t.Any: ...
-
-    def unreachable(self) -> EngineUnreachable: ...
-
-    def close(self) -> None: ...
-
-
-class SwarmRouter(t.Protocol):
-    """What this module needs of the runtime over several engines."""
-
-    @property
-    def by_engine(self) -> t.Mapping[str, SwarmEngine]: ...
-    @property
-    def engine_timeout(self) -> float: ...
-    @property
-    def engine_check_interval(self) -> float: ...
-    @property
-    def log(self) -> logging.Logger | logging.LoggerAdapter[t.Any]: ...
-
-    def engine_for(self, spec: EngineSpec) -> SwarmEngine: ...
-
-
-class WatchedChannel(t.Protocol):
-    """A terminal's channel, as far as a move ends it."""
-
-    end_check: t.Callable[[], t.Awaitable[str | None]] | None
-
-    def lose_instance(self, error: InstanceMoved) -> None: ...
-
-
 class Swarm:
     """The managers' view of one swarm, for the Docker runtime over several engines.
 
-    ``router`` is that runtime: its ``by_engine`` holds the managers (configured engines), and
-    :meth:`engine` the nodes' engines this finds.
+    ``managers`` are the runtimes of the configured engines (the managers among them);
+    ``make_engine`` makes the runtime of each node's engine this finds. ``timeout`` is the
+    time each manager has to answer, ``interval`` the time between looks while terminals are
+    open.
     """
 
-    def __init__(self, router: SwarmRouter, spec: SwarmSpec) -> None:
-        self.router = router
+    def __init__(
+        self,
+        spec: SwarmSpec,
+        *,
+        managers: t.Mapping[str, EngineRuntime],
+        make_engine: t.Callable[[EngineSpec], EngineRuntime],
+        timeout: float,
+        interval: float,
+        log: logging.Logger | logging.LoggerAdapter[t.Any],
+    ) -> None:
         self.spec = spec
+        self.managers = managers
+        self._make_engine = make_engine
+        self.timeout = timeout
+        self.interval = interval
+        self.log = log
         #: The nodes' engines, by engine name (the node's host name where it can be).
-        self.engines: dict[str, SwarmEngine] = {}
+        self.engines: dict[str, EngineRuntime] = {}
         #: Node id -> engine name.
         self._engine_of_node: dict[str, str] = {}
         self.nodes: dict[str, Node] = {}
         #: Open terminals in Swarm instances, and the task each runs in.
-        self._watched: weakref.WeakKeyDictionary[WatchedChannel, SwarmInstance] = (
+        self._watched: weakref.WeakKeyDictionary[ExecChannel, SwarmInstance] = (
             weakref.WeakKeyDictionary()
         )
         self._watcher: asyncio.Task[None] | None = None
@@ -257,7 +227,7 @@ class Swarm:
         """Ask the managers, in order, until one answers (each within ``engine_timeout``);
         ``None`` if none does. Node engines are made for nodes seen for the first time."""
         for name in self.spec.managers:
-            manager = self.router.by_engine[name]
+            manager = self.managers[name]
             if not manager.answering:
                 continue
             try:
@@ -268,11 +238,11 @@ class Swarm:
                         manager.call("tasks"),
                         manager.call("nodes"),
                     ),
-                    self.router.engine_timeout,
+                    self.timeout,
                 )
             except (TimeoutError, RuntimeUnavailable) as error:
                 # A worker (or a manager that lost its quorum) answers 503 here: the next one.
-                self.router.log.warning(
+                self.log.warning(
                     "Swarm manager %r did not answer: %s", name, str(error) or "no answer in time"
                 )
                 continue
@@ -291,19 +261,19 @@ class Swarm:
             if node.id in self._engine_of_node or not node.addr:
                 continue
             name = node.hostname
-            taken = set(self.router.by_engine) | set(self.engines) | {PREFIX}
+            taken = set(self.managers) | set(self.engines) | {PREFIX}
             if ENGINE_NAME.fullmatch(name) is None or name in taken:
                 name = f"node-{node.id[:12]}"
-            engine = self.router.engine_for(self.spec.node_engine(name, node.addr, node.hostname))
+            engine = self._make_engine(self.spec.node_engine(name, node.addr, node.hostname))
             self.engines[name] = engine
             self._engine_of_node[node.id] = name
-            self.router.log.info(
+            self.log.info(
                 "Swarm node %s: its engine is %s (as engine %r)", node.hostname, engine.spec, name
             )
             if engine.health is not None:
                 engine.health.start()
 
-    def engine_of(self, node_id: str) -> SwarmEngine | None:
+    def engine_of(self, node_id: str) -> EngineRuntime | None:
         """The engine of a node the managers listed."""
         name = self._engine_of_node.get(node_id)
         return None if name is None else self.engines.get(name)
@@ -331,7 +301,7 @@ class Swarm:
             name = (service.get("Spec") or {}).get("Name", "")
             if name not in self._told_global:
                 self._told_global.add(name)
-                self.router.log.warning(
+                self.log.warning(
                     "Swarm service %r is global: only replicated services are tool instances",
                     name,
                 )
@@ -403,12 +373,12 @@ class Swarm:
         try:
             info = await asyncio.wait_for(
                 engine.call("inspect_container", instance.container_id),
-                self.router.engine_timeout,
+                self.timeout,
             )
         except TimeoutError as error:
             raise engine.unreachable() from error
         except Exception as error:  # noqa: BLE001 - docker.errors.NotFound: not there (yet)
-            self.router.log.info("Swarm task %s not on its node: %s", instance.task_id, error)
+            self.log.info("Swarm task %s not on its node: %s", instance.task_id, error)
             return dataclasses.replace(instance, status="starting")
         config = info.get("Config") or {}
         labels = config.get("Labels") or {}
@@ -418,7 +388,7 @@ class Swarm:
             or labels.get(TOOL_LABEL) != instance.tool
             or labels.get(TASK_LABEL) != instance.task_id
         ):
-            self.router.log.warning(
+            self.log.warning(
                 "Swarm task %s: the container on %s does not carry its labels",
                 instance.task_id,
                 instance.node,
@@ -435,7 +405,7 @@ class Swarm:
 
     # -- moves ------------------------------------------------------------------------------
 
-    def watch(self, channel: WatchedChannel, instance: SwarmInstance) -> None:
+    def watch(self, channel: ExecChannel, instance: SwarmInstance) -> None:
         """End ``channel`` saying so when the managers move its task elsewhere."""
         self._watched[channel] = instance
         channel.end_check = lambda: self.moved(instance)
@@ -451,11 +421,11 @@ class Swarm:
     async def _watch(self) -> None:
         """Ask the managers every ``engine_check_interval`` while terminals are open."""
         while self._watched:
-            await asyncio.sleep(self.router.engine_check_interval)
+            await asyncio.sleep(self.interval)
             try:
                 view = await self.view()
             except Exception:  # a failed look is the next round's (and logged)
-                self.router.log.exception("Could not ask the Swarm managers about open terminals")
+                self.log.exception("Could not ask the Swarm managers about open terminals")
                 continue
             if view is None:
                 continue  # no manager answers: open terminals go on
