@@ -62,6 +62,7 @@ What breaks it, and what the agent then sees:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import re
@@ -69,6 +70,7 @@ import secrets
 import typing as t
 
 from ..redaction import Concealer, Redactor
+from ..runtime.base import RuntimeUnavailable
 
 if t.TYPE_CHECKING:
     from ..manager import Admission, ScreenText, ToolTerminalManager
@@ -90,6 +92,8 @@ PROMPT_WATCH = 4096
 INTERRUPTS = frozenset("\x03\x1c\x1a")
 #: How long a command waits for the previous one, which timed out, to end (seconds).
 PREVIOUS_COMMAND_GRACE = 2.0
+#: The shortest pause between two looks at which program holds the terminal (seconds).
+FOREGROUND_RECHECK = 0.05
 #: Characters kept beyond the limit on each side of a cut, so that a secret of up to this length
 #: that the cut goes through is still seen whole by the redactor before it is cut.
 REDACTION_MARGIN = 1024
@@ -320,9 +324,13 @@ class AgentShell:
         #: The command in flight, or the last one, which may still be running (it timed out).
         self._run: _Run | None = None
         self._in_flight = False
+        #: Whether a run_command call is under way (waiting, checking, or in flight).
+        self._busy = False
         #: Characters of output after a command's end still looked at for the prompt's
         #: cursor position query.
         self._prompt_watch = 0
+        #: Set by every piece of output (what a program leaving the terminal is seen by).
+        self._output_came = asyncio.Event()
 
     @property
     def session_id(self) -> str:
@@ -350,6 +358,7 @@ class AgentShell:
 
     def output(self, text: str | None) -> None:
         """The session's output as it arrives (``None``: the session ended)."""
+        self._output_came.set()
         run = self._run
         if text is None:
             if run is not None:
@@ -404,7 +413,7 @@ class AgentShell:
         if not self._listening:
             msg = "This terminal is not attached for commands (AgentShell.start was not called)."
             raise AgentShellError(msg)
-        if self._in_flight:
+        if self._busy:
             msg = (
                 "Another command is still running in this terminal; wait for its result, or "
                 "stop it with send_keys and Ctrl-C (\\u0003)."
@@ -417,8 +426,19 @@ class AgentShell:
                 "them with send_keys instead."
             )
             raise AgentShellError(msg)
+        self._busy = True
+        try:
+            return await self._checked_run(command, timeout, may_type)
+        finally:
+            self._busy = False
+
+    async def _checked_run(
+        self, command: str, timeout: float, may_type: t.Callable[[], bool] | None
+    ) -> CommandResult:
+        """:meth:`run_command` once the command is checked: wait for the previous one, make
+        sure the shell holds the terminal, type, and wait for the end."""
         await self._wait_for_previous(timeout)
-        holder = await self._manager.foreground_program(self.admission)
+        holder = await self._foreground_holder(timeout)
         if holder is not None:
             # A program there would read the typed command, markers and all, and could answer
             # with markers of its own: a result the shell never produced.
@@ -466,6 +486,31 @@ class AgentShell:
                 "send_keys with Ctrl-C (\\u0003) or the program's quit key frees the shell."
             )
         return CommandResult(None, output, truncated, timed_out=True, note=note)
+
+    async def _foreground_holder(self, timeout: float) -> str | None:
+        """The program holding the terminal instead of the shell, if one still does after a
+        moment: one that was just interrupted (Ctrl-C typed with ``send_keys`` is on its way)
+        is given up to :data:`PREVIOUS_COMMAND_GRACE` to leave, looked at again after each
+        output (the shell's prompt says it left)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + min(timeout, PREVIOUS_COMMAND_GRACE)
+        while True:
+            self._output_came.clear()
+            try:
+                holder = await self._manager.foreground_program(self.admission)
+            except RuntimeUnavailable as error:
+                msg = (
+                    "Could not check that the shell holds its terminal, so nothing was typed "
+                    f"({error}). Try again, or read_screen."
+                )
+                raise self._redacted_error(msg) from error
+            left = deadline - loop.time()
+            if holder is None or left <= 0:
+                return holder
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._output_came.wait(), left)
+            # (a program that floods the terminal is not asked about at every piece)
+            await asyncio.sleep(FOREGROUND_RECHECK)
 
     async def _wait_for_previous(self, timeout: float) -> None:
         """Wait a moment for a command that timed out earlier to end (keys sent to it may be
