@@ -16,6 +16,7 @@ from pathlib import Path
 import docker
 import pytest
 
+from jupyter_tool_terminal.agents import echo
 from jupyter_tool_terminal.agents.shell import (
     CURSOR_AT_START,
     CURSOR_QUERY,
@@ -141,22 +142,30 @@ def agent_shell(shell_name: str, request: pytest.FixtureRequest) -> str:
 
 
 class TestCommands:
-    @pytest.mark.xfail(strict=True, reason="issue 30.3: the owner still sees the framing")
     async def test_the_owner_sees_the_command_typed_not_its_framing(
-        self, open_shell: OpenShell, agent_shell: str
+        self, open_shell: OpenShell, agent_shell: str, alice: Api
     ) -> None:
         agent = await open_shell(agent_shell)
+        owner = await alice.connect(agent.session.id)
+        assert agent.admission.watched
         for _ in range(2):  # (the second after the first's prompt)
             result = await agent.run_command("echo readable-$((6 * 7))", 10)
             assert result.output == "readable-42\n"
+        # Several lines: the first, and "..." (here-document, read after the command line).
+        result = await agent.run_command("for i in 1 2\ndo echo item$i\ndone", 10)
+        assert result.output == "item1\nitem2\n"
         screen = await agent.read_screen_current()
         lines = screen["text"].split("\n")
+        (shown,) = [row for row, line in enumerate(lines) if line.endswith("for i in 1 2 ...")]
+        assert lines[shown + 1 : shown + 3] == ["item1", "item2"], lines
+        assert len(lines[shown]) > len("for i in 1 2 ..."), lines  # (the prompt in front)
         typed = [line for line in lines if line.endswith("echo readable-$((6 * 7))")]
         assert len(typed) == 2, lines
         # After the prompt, as a person's command is; its output on the next row.
         assert all(len(line) > len("echo readable-$((6 * 7))") for line in typed), lines
         assert lines[lines.index(typed[0]) + 1] == "readable-42", lines
         assert not any("6973" in line or "printf" in line for line in lines), lines
+        owner.ws.close()
 
     async def test_exit_codes(self, open_shell: OpenShell, agent_shell: str) -> None:
         agent = await open_shell(agent_shell)
@@ -714,6 +723,43 @@ async def test_without_a_lease_the_foreground_is_asked_by_an_exec(
         await agent.run_command("true", 5)
     agent.send_keys("\x03")
     assert (await agent.run_command("echo freed", 10)).output == "freed\n"
+
+
+class TestShownCommand:
+    """Where the owner's screen has the echo of the typed line (``agents/echo.py``)."""
+
+    NONCE = "0123456789abcdef"
+
+    def geometry(self, rows: list[str], cursor_row: int, cols: int = 40) -> str:
+        first = typed_command("echo hi", self.NONCE, shown=True)[2:].split("\r")[0]
+        return echo.answer(
+            rows,
+            cols,
+            cursor_row,
+            typed_start=first[:40],
+            typed_end=first[-12:],
+            typed_lines=1,
+            prompt="$ %\\",
+        )
+
+    def echoed(self) -> str:
+        return "$ %\\" + typed_command("echo hi", self.NONCE, shown=True)[2:].split("\r")[0]
+
+    def test_a_wrapped_echo_is_erased_from_its_first_character(self) -> None:
+        text = self.echoed()
+        rows = [text[i : i + 40] for i in range(0, len(text), 40)]
+        # Up to the echo's first row, from the row below the answer's own echo.
+        answer = self.geometry(["earlier output", *rows, ""], len(rows) + 1)
+        assert answer == f"\\r\\033[{len(rows) + 1}A\\033[4C\\033[J%s\\r\\n"
+
+    def test_an_echo_scrolled_sideways_takes_its_row_and_the_prompt_again(self) -> None:
+        text = self.echoed()
+        answer = self.geometry(["earlier output", "<" + text[-39:], ""], 2)
+        # (the prompt as printf format text: % and \\ doubled)
+        assert answer == "\\r\\033[2A\\033[J$ %%\\\\%s\\r\\n"
+
+    def test_no_echo_found_no_erase(self) -> None:
+        assert self.geometry(["earlier output", "something else", ""], 2) == ""
 
 
 class TestMarkerParsing:
