@@ -65,6 +65,12 @@ class Admission:
         return self._session.owner_attached
 
     @property
+    def watched(self) -> bool:
+        """Whether a person sees the terminal now or later: a client of the owner's is
+        attached, or the session records."""
+        return self._session.owner_attached or self._session.recording is not None
+
+    @property
     def input_backlog(self) -> int:
         """Bytes of input queued for the shell and not yet taken by its terminal."""
         return self._session.input_backlog

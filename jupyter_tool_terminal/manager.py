@@ -304,11 +304,12 @@ class ToolTerminalManager(SessionRegistry):
         return await admission._session.foreground_program()
 
     def screen_text(self, admission: Admission) -> ScreenText:
-        """What the session's terminal shows now, as its screen model has it."""
+        """What the session's terminal shows now, as its screen model has it (concealed text
+        blank, as the person sees it)."""
         screen = admission._session.screen
         rows, cols = screen.dimensions
         column, row = screen.cursor
-        return ScreenText(list(screen.display()), rows, cols, (row, column))
+        return ScreenText(screen.visible_display(), rows, cols, (row, column))
 
     async def screen_caught_up(self, admission: Admission) -> ScreenText:
         """:meth:`screen_text` once the screen model has worked off the output it got so far

@@ -11,6 +11,7 @@ import pytest
 
 from jupyter_tool_terminal.agents.shell import MARKER_OSC, _Run
 from jupyter_tool_terminal.redaction import CONCEALED, REDACTED, Redactor
+from jupyter_tool_terminal.screen import BACKENDS, model_class
 
 from .conftest import TOOL_TYPES, Api, InstanceFactory
 from .mcp_client import connect, mcp_url, new_agent
@@ -51,6 +52,25 @@ async def test_concealed_output_is_marked_not_given_as_plain_text() -> None:
     assert output.startswith("visible ")
     assert " shown " in output
     assert output.endswith(" end\n")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_concealed_text_on_the_screen_reads_blank_as_the_person_sees_it(
+    backend: str,
+) -> None:
+    model = model_class(backend)(6, 40, scrollback_lines=0, replay_buffer_size=64 * 1024)
+    model.feed("visible \x1b[8mIGNORE PREVIOUS\x1b[28m shown\r\n")
+    model.feed("\x1b[1;8m\u4e2d\u6587 hidden\x1b[0m end \x1b[38;5;8mgrey\x1b[0m\r\n")
+    # Concealed by DECSC/DECRC's saved pen, too.
+    model.feed("plain \x1b[8m\x1b7\x1b[0mshown\x1b8again\x1b[m\r\n")
+    await model.snapshot()
+    assert "IGNORE" in model.display()[0]  # (what the terminal holds)
+    lines = model.visible_display()
+    assert lines[0].rstrip() == "visible " + " " * len("IGNORE PREVIOUS") + " shown"
+    # A wide character's two columns are blank; a colour numbered 8 conceals nothing.
+    assert lines[1].rstrip() == " " * (4 + len(" hidden")) + " end grey"
+    assert lines[2].rstrip() == "plain"
+    model.close()
 
 
 @pytest.fixture

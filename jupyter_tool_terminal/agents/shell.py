@@ -32,6 +32,9 @@ POSIX shells (bash, dash, busybox ash) all run it the same way, with builtins on
   fork, for commands with tabs); other control characters are refused (send them with
   ``send_keys``).
 
+While a person watches the terminal (or it records), the typed line first asks where its echo
+lies and reads the server's answer, which replaces the echo with the command (``echo.py``).
+
 The output of the command is exactly what the terminal received between the two markers (so
 not the echo of the typed lines, not the prompt), with CR LF turned into LF, redacted, and
 bounded: beyond ``output_limit`` characters only the head and the tail are kept (while a flood
@@ -39,13 +42,14 @@ streams as well: memory stays bounded whatever the command prints).
 
 What breaks it, and what the agent then sees:
 
-- a program other than the shell in the foreground (an interactive startup command, an editor
-  the owner left open, a nested shell): where the runtime can tell which process group holds
-  the terminal (the local runtime, from the PTY), nothing is typed and ``run_command`` is
-  refused naming the program, because a program there would read the command and its nonce
-  and could answer with forged markers; elsewhere (Docker, whose exec gives no PTY to ask), or
-  with a shell waiting for the rest of a line the owner left unfinished, the typed lines go
-  there, no marker comes, and ``run_command`` answers ``timed_out`` with a note saying so
+- a program other than the shell in the foreground (an editor the owner left open, a nested
+  shell): the runtime tells which process group holds the terminal (the local runtime from the
+  PTY, Docker from ``/proc`` in the container, ``runtime/foreground.py``), nothing is typed and
+  ``run_command`` is refused naming the program, because a program there would read the
+  command and its nonce and could answer with forged markers; with a program the shell runs
+  without job control (an interactive startup command), or a shell waiting for the rest of a
+  line the owner left unfinished, the typed lines go there, no marker comes, and
+  ``run_command`` answers ``timed_out`` with a note saying so
   (``read_screen`` shows what is there; ``send_keys`` with Ctrl-C or the program's own quit
   key frees the shell);
 - a command that timed out keeps running: the next ``run_command`` waits a moment for it and
@@ -62,6 +66,7 @@ What breaks it, and what the agent then sees:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import re
@@ -69,6 +74,8 @@ import secrets
 import typing as t
 
 from ..redaction import Concealer, Redactor
+from ..runtime.base import RuntimeUnavailable
+from . import echo
 
 if t.TYPE_CHECKING:
     from ..manager import Admission, ScreenText, ToolTerminalManager
@@ -80,7 +87,7 @@ MARKER_OSC = "6973"
 TYPED_LINE = 200
 #: The longest command (quoted) typed as one line, with the markers around it: busybox's line
 #: editor takes 1023 characters at most.
-ONE_LINE = 768
+ONE_LINE = 640
 #: A line editor's question for the cursor position, an answer it ignores (column 1), and how far
 #: after a command's end marker the question is looked for (the prompt).
 CURSOR_QUERY = "\x1b[6n"
@@ -90,6 +97,10 @@ PROMPT_WATCH = 4096
 INTERRUPTS = frozenset("\x03\x1c\x1a")
 #: How long a command waits for the previous one, which timed out, to end (seconds).
 PREVIOUS_COMMAND_GRACE = 2.0
+#: How long the prompt after a command is waited for before a watched command is typed.
+PROMPT_WAIT = 0.5
+#: The shortest pause between two looks at which program holds the terminal (seconds).
+FOREGROUND_RECHECK = 0.05
 #: Characters kept beyond the limit on each side of a cut, so that a secret of up to this length
 #: that the cut goes through is still seen whole by the redactor before it is cut.
 REDACTION_MARGIN = 1024
@@ -124,18 +135,39 @@ class CommandResult:
     note: str = ""
 
 
-def typed_command(command: str, nonce: str) -> str:
-    """The keystrokes that run ``command`` in a POSIX shell between markers with ``nonce``."""
+def typed_command(command: str, nonce: str, *, shown: bool = False) -> str:
+    """The keystrokes that run ``command`` in a POSIX shell between markers with ``nonce``;
+    ``shown``: after asking where their echo lies, so that a person watching is shown the
+    command instead (``echo.py``; a round trip more)."""
+    if not shown:
+        return _framed(command, nonce, "", "", "")
+    ask = echo.ask_position(MARKER_OSC, nonce) + "; "
+    answer = echo.ANSWER_VARIABLE
+    return _framed(command, nonce, ask, f'printf "${answer}" ', f"; unset {answer}")
+
+
+def _framed(command: str, nonce: str, ask: str, show: str, tidy: str) -> str:
+    """:func:`typed_command`'s lines: ``ask`` first, ``show`` followed by the command as
+    shown, ``tidy`` last."""
     start = f"printf '\\033]{MARKER_OSC};S;{nonce}\\007'"
     end = f"printf '\\033]{MARKER_OSC};E;{nonce};%s\\007' \"$?\""
     quoted = "'" + command.replace("'", "'\\''") + "'"
     if len(quoted) <= ONE_LINE and "\n" not in command and "\t" not in command:
         # One typed line: a line editor's per-line work (terminal modes, redraws) once.
-        return f"{_CLEAR_LINE}{start}; command eval {quoted}; {end}\r"
+        if not show:
+            return f"{_CLEAR_LINE}{start}; command eval {quoted}; {end}\r"
+        held = echo.COMMAND_VARIABLE
+        return (
+            f'{_CLEAR_LINE}{ask}{held}={quoted}; {show}"${held}"; {start}; '
+            f'command eval "${held}"; {end}{tidy} {held}\r'
+        )
     delimiter = f"__JTT_{nonce}"
     # A tab typed into a line editor completes: the here-document gets it from a variable.
     tab = f"{_TAB_VARIABLE}=$(printf '\\t'); " if "\t" in command else ""
-    lines = [f"{_CLEAR_LINE}{tab}{start}; command . /dev/fd/3 3<<{delimiter}; {end}"]
+    shown = f"{show}{echo.shown(command)}; " if show else ""
+    lines = [
+        f"{_CLEAR_LINE}{ask}{tab}{shown}{start}; command . /dev/fd/3 3<<{delimiter}; {end}{tidy}"
+    ]
     lines.extend(_heredoc_line(line) for line in command.split("\n"))
     lines.append(delimiter)
     return "".join(line + "\r" for line in lines)
@@ -215,6 +247,9 @@ class _Run:
 
     def __init__(self, nonce: str, limit: int) -> None:
         self._start = f"\x1b]{MARKER_OSC};S;{nonce}\x07"
+        self._ask = f"\x1b]{MARKER_OSC};P;{nonce}\x07"
+        #: Done once the shell asked where the echo of the typed lines lies (``echo.py``).
+        self.asked: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._end = f"\x1b]{MARKER_OSC};E;{nonce};"
         self._limit = limit
         self.started = False
@@ -235,6 +270,11 @@ class _Run:
             return ""
         text, self._carry = self._carry + text, ""
         if not self.started:
+            if not self.asked.done():
+                # (the question comes first: it is looked for in what precedes the start)
+                found = text.find(self._ask)
+                if found >= 0:
+                    self.asked.set_result(None)
             found = text.find(self._start)
             if found < 0:
                 self._carry = text[-(len(self._start) - 1) :]
@@ -320,9 +360,17 @@ class AgentShell:
         #: The command in flight, or the last one, which may still be running (it timed out).
         self._run: _Run | None = None
         self._in_flight = False
+        #: Whether a run_command call is under way (waiting, checking, or in flight).
+        self._busy = False
         #: Characters of output after a command's end still looked at for the prompt's
         #: cursor position query.
         self._prompt_watch = 0
+        #: Set by every piece of output (what a program leaving the terminal is seen by).
+        self._output_came = asyncio.Event()
+        #: The answers being given to shells asking where their echo lies.
+        self._answers: set[asyncio.Task[None]] = set()
+        #: Whether the last output was a command's end, and the prompt after it is to come.
+        self._prompt_due = False
 
     @property
     def session_id(self) -> str:
@@ -350,6 +398,7 @@ class AgentShell:
 
     def output(self, text: str | None) -> None:
         """The session's output as it arrives (``None``: the session ended)."""
+        self._output_came.set()
         run = self._run
         if text is None:
             if run is not None:
@@ -365,6 +414,8 @@ class AgentShell:
                 return
             self._prompt_watch = PROMPT_WATCH
             text = rest
+        # (a command's end with nothing after it yet: its prompt is still to come)
+        self._prompt_due = run is not None and run.done.done() and not text
         if self._prompt_watch > 0:
             self._answer_cursor_query(text)
 
@@ -404,7 +455,7 @@ class AgentShell:
         if not self._listening:
             msg = "This terminal is not attached for commands (AgentShell.start was not called)."
             raise AgentShellError(msg)
-        if self._in_flight:
+        if self._busy:
             msg = (
                 "Another command is still running in this terminal; wait for its result, or "
                 "stop it with send_keys and Ctrl-C (\\u0003)."
@@ -417,8 +468,19 @@ class AgentShell:
                 "them with send_keys instead."
             )
             raise AgentShellError(msg)
+        self._busy = True
+        try:
+            return await self._checked_run(command, timeout, may_type)
+        finally:
+            self._busy = False
+
+    async def _checked_run(
+        self, command: str, timeout: float, may_type: t.Callable[[], bool] | None
+    ) -> CommandResult:
+        """:meth:`run_command` once the command is checked: wait for the previous one, make
+        sure the shell holds the terminal, type, and wait for the end."""
         await self._wait_for_previous(timeout)
-        holder = await self._manager.foreground_program(self.admission)
+        holder = await self._foreground_holder(timeout)
         if holder is not None:
             # A program there would read the typed command, markers and all, and could answer
             # with markers of its own: a result the shell never produced.
@@ -428,14 +490,22 @@ class AgentShell:
                 "with send_keys (its quit key, or Ctrl-C \\u0003), or close_terminal."
             )
             raise self._redacted_error(msg)
+        # (a person watching is shown the command, in front of which the prompt is)
+        shown = self.admission.watched
+        prompt = await self._prompt_text() if shown else ""
         if may_type is not None and not may_type():
             msg = "Your control ended before the command was typed; nothing was typed."
             raise AgentShellError(msg)
         nonce = secrets.token_hex(8)
         run = self._run = _Run(nonce, self._limit)
+        typed = typed_command(command, nonce, shown=shown)
+        if shown:
+            run.asked.add_done_callback(
+                lambda _: self._show_command(run, typed.count("\r"), typed, prompt)
+            )
         self._in_flight = True
         try:
-            if not self._write(typed_command(command, nonce)):
+            if not self._write(typed):
                 self._run = None
                 raise self._backlog_error()
             done, _ = await asyncio.wait({run.done}, timeout=timeout)
@@ -466,6 +536,71 @@ class AgentShell:
                 "send_keys with Ctrl-C (\\u0003) or the program's quit key frees the shell."
             )
         return CommandResult(None, output, truncated, timed_out=True, note=note)
+
+    async def _prompt_text(self) -> str:
+        """The text in front of the cursor on its row (the prompt, as the screen has it),
+        once the prompt after the last command came (for a moment at most)."""
+        if self._prompt_due:
+            self._output_came.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._output_came.wait(), PROMPT_WAIT)
+        with contextlib.suppress(Exception):
+            screen = await self._manager.screen_caught_up(self.admission)
+            row, column = screen.cursor
+            # (rows may come without their trailing blanks)
+            return screen.lines[row].ljust(column)[:column] if row < len(screen.lines) else ""
+        return ""
+
+    def _show_command(self, run: _Run, typed_lines: int, typed: str, prompt: str) -> None:
+        """The shell asked where the echo of the typed lines lies: answer, once the screen
+        model has seen it (``echo.py``). It always gets an answer, or the shell waits."""
+
+        async def answer() -> None:
+            text = ""
+            first_line = typed[len(_CLEAR_LINE) :].split("\r", 1)[0]
+            try:
+                screen = await self._manager.screen_caught_up(self.admission)
+                text = echo.answer(
+                    screen.lines,
+                    screen.cols,
+                    screen.cursor[0],
+                    typed_start=first_line[:40],
+                    typed_end=first_line[-12:],
+                    typed_lines=typed_lines,
+                    prompt=prompt,
+                )
+            except Exception:  # noqa: BLE001 - the shell waits for an answer, whatever failed
+                self._log.exception("Could not show an agent's command to the owner")
+            self._write(text + "\r")
+
+        task = asyncio.ensure_future(answer())
+        self._answers.add(task)
+        task.add_done_callback(self._answers.discard)
+
+    async def _foreground_holder(self, timeout: float) -> str | None:
+        """The program holding the terminal instead of the shell, if one still does after a
+        moment: one that was just interrupted (Ctrl-C typed with ``send_keys`` is on its way)
+        is given up to :data:`PREVIOUS_COMMAND_GRACE` to leave, looked at again after each
+        output (the shell's prompt says it left)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + min(timeout, PREVIOUS_COMMAND_GRACE)
+        while True:
+            self._output_came.clear()
+            try:
+                holder = await self._manager.foreground_program(self.admission)
+            except RuntimeUnavailable as error:
+                msg = (
+                    "Could not check that the shell holds its terminal, so nothing was typed "
+                    f"({error}). Try again, or read_screen."
+                )
+                raise self._redacted_error(msg) from error
+            left = deadline - loop.time()
+            if holder is None or left <= 0:
+                return holder
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._output_came.wait(), left)
+            # (a program that floods the terminal is not asked about at every piece)
+            await asyncio.sleep(FOREGROUND_RECHECK)
 
     async def _wait_for_previous(self, timeout: float) -> None:
         """Wait a moment for a command that timed out earlier to end (keys sent to it may be

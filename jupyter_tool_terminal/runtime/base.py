@@ -126,7 +126,8 @@ class ShellChannel(abc.ABC):
     async def foreground_program(self) -> str | None:
         """The name of the program that holds the terminal's foreground, when that is not the
         shell itself (a program there reads what is typed); ``None`` when the shell holds it,
-        or when the runtime cannot tell."""
+        or when the runtime cannot tell at all. A runtime that can tell but fails to this time
+        raises :class:`RuntimeUnavailable`."""
         return None
 
     def release(self) -> None:  # noqa: B027 - optional: most channels hold nothing more

@@ -44,6 +44,7 @@ from .base import (
     ToolRuntime,
 )
 from .engines import EngineHealth, EngineSpec, unreachable
+from .foreground import ForegroundWatch
 from .kills import KillWing, Target
 from .launch import shell_command, shell_environment
 from .shells import MissingShells, is_start_failure
@@ -62,6 +63,8 @@ KILL_ATTEMPTS = 6
 KILL_RETRY_DELAY = 0.05
 #: How long a silent shell's end waits for the engine to have really started it.
 START_WAIT = 5.0
+#: How long the question which program holds a terminal waits for its shell to be found.
+FOREGROUND_SETTLE = 2.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,6 +120,7 @@ class ExecChannel(ShellChannel):
         self.end_check: t.Callable[[], t.Awaitable[str | None]] | None = None
         #: What the terminal shows instead of the engine's refusal to start a missing shell.
         self.missing_shell: t.Callable[[], bytes] | None = None
+        self._foreground = ForegroundWatch(runtime.kills, shell.target, shell.tag)
 
     def lose_engine(self) -> None:
         """The engine does not answer: end the stream now (the session then ends, saying so);
@@ -214,6 +218,25 @@ class ExecChannel(ShellChannel):
         except Exception:  # noqa: BLE001 - exec or engine gone
             return False
         return bool(info.get("Running"))
+
+    async def foreground_program(self) -> str | None:
+        """Asked in the container (``foreground.py``); ``RuntimeUnavailable`` if it cannot be."""
+        # (The engine answers an exec's start before its process exists.)
+        await self.wait_started(START_WAIT)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + FOREGROUND_SETTLE
+        while True:
+            try:
+                return await self._foreground.program()
+            except RuntimeUnavailable:
+                # The shell is not (or no longer) what runs: the engine reports the exec's
+                # process before it has become the shell (runc's own, until its exec), and
+                # its end a moment after it.
+                if not await self.is_running():
+                    return None  # ended: nothing reads what is typed (the session ends)
+                if loop.time() >= deadline:
+                    raise
+            await asyncio.sleep(0.05)
 
     async def working_directory(self) -> str | None:
         shell = self._exec

@@ -231,6 +231,14 @@ class KillWing:
         """No shell runs with this tag: it must not count as a live shell of the container."""
         self._at(target).live.discard(tag)
 
+    def live_reaper(self, target: Target) -> Reaper | None:
+        """This server's lease in the target, if it runs (for questions other than kills,
+        ``foreground.py``)."""
+        kept = self._containers.get(target[0])
+        state = None if kept is None else kept.targets.get(target[1])
+        reaper = None if state is None else state.reaper
+        return None if reaper is None or reaper.gone else reaper
+
     async def kill(self, target: Target, tags: t.Collection[str]) -> bool:
         """Kill the tagged shells' processes; concurrent kills in one container share one exec.
 
@@ -504,23 +512,8 @@ class KillWing:
     async def _once(self, container_id: str, user: str, words: list[str]) -> Answer | None:
         """Run a request of the kill script as its own exec; its answer, or ``None`` if the
         container is gone or stopped (and its processes with it)."""
-
-        def run() -> bytes:
-            api = self._engine.api()
-            created = api.exec_create(
-                container_id,
-                ["/bin/sh", "-c", KILL_ONCE_SCRIPT, "jupyter-tool-terminal-kill", *words],
-                user=user,
-                environment=KILL_ENVIRONMENT,
-                stdin=False,
-                tty=False,
-                stderr=False,
-            )
-            output: bytes = api.exec_start(created["Id"])
-            return output
-
         try:
-            output = await self._engine.run(run)
+            output = await self.exec_once(container_id, user, words)
         except docker.errors.NotFound:
             return None
         except docker.errors.APIError as error:
@@ -541,6 +534,27 @@ class KillWing:
         if answer is None and await self._still_running(container_id):
             self.log.warning("The kill in container %s did not answer", container_id[:12])
         return answer
+
+    async def exec_once(self, container_id: str, user: str, words: list[str]) -> bytes:
+        """Run one request of the script (``request_words``) as its own exec; its output.
+        The engine's errors are the caller's to handle."""
+
+        def run() -> bytes:
+            api = self._engine.api()
+            created = api.exec_create(
+                container_id,
+                ["/bin/sh", "-c", KILL_ONCE_SCRIPT, "jupyter-tool-terminal-kill", *words],
+                user=user,
+                environment=KILL_ENVIRONMENT,
+                stdin=False,
+                tty=False,
+                stderr=False,
+            )
+            output: bytes = api.exec_start(created["Id"])
+            return output
+
+        result: bytes = await self._engine.run(run)
+        return result
 
     async def _still_running(self, container_id: str) -> bool:
         """Whether the container runs (a kill that did not answer in one that stopped under

@@ -168,6 +168,9 @@ def lease_of(arguments: t.Sequence[str]) -> str | None:
 # Tags are the server's own random hex tokens (``secrets.token_hex(16)``).
 _TAG = re.compile(r"[0-9a-f]{32}")
 _ANSWER = re.compile(rb"(\d{1,9}) done (\d{1,3})(?: (\d{1,18}))?")
+_FOREGROUND = re.compile(
+    rb"(\d{1,9}) foreground (\d{1,9}) (\d{1,18}) (-?\d{1,9})(?: ([A-Za-z0-9._+?-]{1,16}))?"
+)
 #: The largest frame of a reaper's stream that is read (its answers are a few bytes).
 _MAX_FRAME = 1 << 16
 #: How many tags one request names at most (a line stays short for ``read``).
@@ -188,6 +191,14 @@ def request_words(verb: str, arguments: list[str]) -> list[str]:
         if not arguments or not all(_TAG.fullmatch(tag) for tag in arguments):
             msg = f"not kill tags: {arguments!r}"
             raise ValueError(msg)
+    elif verb == "foreground":
+        if not (
+            len(arguments) in (1, 3)
+            and _TAG.fullmatch(arguments[0])
+            and all(value.isdigit() for value in arguments[1:])
+        ):
+            msg = f"not a foreground request: {arguments!r}"
+            raise ValueError(msg)
     elif verb == "instance":
         if len(arguments) != 1 or not arguments[0].isdigit():
             msg = f"not a mark: {arguments!r}"
@@ -205,6 +216,39 @@ def parse_answer(line: bytes, request_id: int) -> Answer | None:
         return None
     value = match.group(3)
     return Answer(int(match.group(2)), int(value) if value is not None else None)
+
+
+@dataclasses.dataclass(frozen=True)
+class Foreground:
+    """Which process group holds a shell's terminal, as the container sees it: the shell's pid
+    and start time (which find it again without a scan), the group, and its leader's name
+    (letters other than ``[A-Za-z0-9._+-]`` shown as ``?``; empty when the group is the shell's,
+    or its leader is gone)."""
+
+    shell: int
+    start: int
+    group: int
+    name: str
+
+    @property
+    def program(self) -> str | None:
+        """The program holding the terminal when it is not the shell; ``None`` when it is (or
+        no group holds it)."""
+        if self.group in (self.shell, 0, -1):
+            return None
+        return self.name or f"process {self.group}"
+
+
+def parse_foreground(line: bytes, request_id: int) -> Foreground | Answer | None:
+    """The answer to a ``foreground`` request in ``line``: where the shell's terminal is, or
+    an :class:`Answer` (status 1: no such shell); ``None`` for any other line."""
+    match = _FOREGROUND.fullmatch(line.strip())
+    if match is None:
+        return parse_answer(line, request_id)
+    if int(match.group(1)) != request_id:
+        return None
+    shell, start, group = (int(match.group(n)) for n in (2, 3, 4))
+    return Foreground(shell, start, group, (match.group(5) or b"").decode("ascii"))
 
 
 class ReaperGone(Exception):
@@ -230,6 +274,18 @@ class Reaper:
 
         Raises :class:`ReaperGone` when the reaper cannot be used any more; it is closed then.
         """
+        answer = await self.ask(verb, arguments, parse_answer, timeout)
+        assert isinstance(answer, Answer)  # (what parse_answer parses)
+        return answer
+
+    async def ask(
+        self,
+        verb: str,
+        arguments: list[str],
+        parse: t.Callable[[bytes, int], Foreground | Answer | None],
+        timeout: float,
+    ) -> Foreground | Answer:
+        """Send one request; return its answer as ``parse`` reads it (see :meth:`request`)."""
         if self.broken:
             raise ReaperGone
         words = request_words(verb, arguments)
@@ -238,17 +294,22 @@ class Reaper:
                 raise ReaperGone
             request_id = next(self._ids) % 10**9
             try:
-                return await asyncio.wait_for(self._exchange(request_id, words), timeout)
+                return await asyncio.wait_for(self._exchange(request_id, words, parse), timeout)
             except (asyncio.TimeoutError, OSError) as error:
                 self.close()
                 raise ReaperGone from error
 
-    async def _exchange(self, request_id: int, words: list[str]) -> Answer:
+    async def _exchange(
+        self,
+        request_id: int,
+        words: list[str],
+        parse: t.Callable[[bytes, int], Foreground | Answer | None],
+    ) -> Foreground | Answer:
         await self._stream.write(f"{request_id} {' '.join(words)}\n".encode())
         while True:
             # Lines that answer nothing the server asked (someone in the container wrote to
             # the reaper's stdin) are skipped.
-            answer = parse_answer(await self._read_line(), request_id)
+            answer = parse(await self._read_line(), request_id)
             if answer is not None:
                 return answer
 

@@ -212,6 +212,49 @@ kill_instance() {
   kill -s CONT -1 2>/dev/null
   return 0
 }
+shell_of() {
+  # shell_of TAG [PID START]: the shell tagged TAG, in $_pid and $_start (its start time): the
+  # session leader among the processes carrying the tag (the exec's own process). PID and
+  # START, from an earlier answer, are taken again without a scan while that process lives.
+  if [ -n "$2" ] && stat_of "$2"; then
+    set -- "$1" "$2" "$3" $_st
+    if [ "$7" = "$2" ] && [ "${23}" = "$3" ]; then
+      _pid=$2 _start=$3
+      return 0
+    fi
+  fi
+  grep_each environ "-z -x -F -e ${SESSION_TAG_VARIABLE}=$1" ""
+  for _p in $_hits; do
+    stat_of "$_p" || continue
+    set -- $_st
+    [ "$4" = "$_p" ] || continue
+    _pid=$_p _start=${20}
+    return 0
+  done
+  return 1
+}
+name_of() {
+  # name_of PID: the name of process PID (its comm) in $_name, in the letters an answer may
+  # carry (any other byte is a "?"); empty when it is gone.
+  _name='' _c=''
+  { IFS= read -r _c; } 2>/dev/null < "/proc/$1/comm"
+  while [ -n "$_c" ]; do
+    _r=${_c#?}
+    case ${_c%"$_r"} in [A-Za-z0-9._+-]) _name=$_name${_c%"$_r"} ;; *) _name="$_name?" ;; esac
+    _c=$_r
+  done
+}
+foreground() {
+  # foreground TAG [PID START]: the shell tagged TAG, and the foreground process group of its
+  # terminal (field 8 of its stat, tpgid) with the name of that group's leader.
+  shell_of "$@" || return 1
+  stat_of "$_pid" || return 1
+  set -- $_st
+  _group=$6
+  _name=
+  [ "$_group" = "$_pid" ] || name_of "$_group"
+  echo "$_id foreground $_pid $_start $_group $_name"
+}
 request() {
   _id=$1 _verb=$2
   shift 2
@@ -234,6 +277,14 @@ request() {
       _mark=$1
       kill_instance
       echo "$_id done $?" ;;
+    foreground)
+      # A tag, then maybe the pid and start time an earlier answer gave.
+      [ $# -eq 1 ] || [ $# -eq 3 ] || return
+      case $1 in *[!0-9a-f]*) return ;; esac
+      [ "${#1}" -eq 32 ] || return
+      case $2$3 in *[!0-9]*) return ;; esac
+      [ "${#2}" -le 9 ] && [ "${#3}" -le 18 ] || return
+      foreground "$@" || echo "$_id done 1" ;;
     mark)
       [ $# -eq 0 ] || return
       stat_of "$me" || return

@@ -105,6 +105,13 @@ class Terminal:
         lines: list[str] = self._term.text().split("\n")
         return lines + [""] * (self.rows - len(lines))
 
+    def invisible(self, x: int, y: int) -> bool:
+        """Whether the cell at column ``x`` of screen row ``y`` is drawn concealed (SGR 8)."""
+        style = init_sized("GhosttyStyle")
+        if lib.ghostty_grid_ref_style(self._term.ref(x, y), style):
+            return False  # (no such cell)
+        return bool(style.invisible)
+
     def pen(self) -> str:
         """The SGR sequences that set the style new text gets now."""
         sel = init_sized("GhosttySelection")

@@ -163,6 +163,11 @@ class ScreenModel:
         """The screen's rows as text (after :meth:`snapshot` it reflects all output so far)."""
         raise NotImplementedError
 
+    def visible_display(self) -> list[str]:
+        """:meth:`display` as the person sees it: text drawn concealed (SGR 8) is blank (what
+        an agent reads, ``read_screen``: nothing the person cannot see)."""
+        return self.display()
+
     @property
     def cursor(self) -> tuple[int, int]:
         """The cursor, (column, row) from 0; the column is the screen's width while a wrap is

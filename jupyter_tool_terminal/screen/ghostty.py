@@ -25,6 +25,8 @@ import time
 import typing as t
 import unicodedata
 
+from wcwidth import wcwidth
+
 from ._ghostty_ffi import Terminal
 from .base import SCROLLBACK_CHARS, ScreenModel
 from .scheduler import Job
@@ -369,6 +371,26 @@ class GhosttyScreenModel(ScreenModel):
 
     def display(self) -> list[str]:
         return self._term.text()
+
+    def visible_display(self) -> list[str]:
+        """:meth:`display` with the concealed cells blank (each cell asked: a read, not a hot
+        path)."""
+        lines = self._term.text()
+        for y, line in enumerate(lines):
+            chars: list[str] = []
+            x = 0
+            hidden = False
+            for char in line:
+                width = wcwidth(char)
+                if width == 0 and chars:  # (a combining mark: its cell's)
+                    chars.append("" if hidden else char)
+                    continue
+                width = max(width, 1)
+                hidden = self._term.invisible(x, y)
+                chars.append(" " * width if hidden else char)
+                x += width
+            lines[y] = "".join(chars)
+        return lines
 
     @property
     def cursor(self) -> tuple[int, int]:

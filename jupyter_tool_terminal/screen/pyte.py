@@ -20,6 +20,7 @@ import typing as t
 
 import pyte
 from pyte import modes
+from wcwidth import wcwidth
 
 from .base import ScreenModel
 from .scheduler import Job, run
@@ -65,8 +66,37 @@ MAX_SHARED_CELLS = 16 * 1024
 _shared_cells: dict[pyte.screens.Char, pyte.screens.Char] = {}
 
 
+class ConcealedChar(pyte.screens.Char):
+    """A cell drawn concealed (SGR 8): pyte's cell has no such attribute, so the cell's class
+    says it (``_replace``, which pyte draws with, keeps the class)."""
+
+    __slots__ = ()
+
+
+def _concealed_after(attrs: tuple[int, ...], concealed: bool) -> bool:
+    """Whether text is drawn concealed after the SGR sequence ``attrs`` (the colour arguments
+    of 38, 48 and 58 are skipped: an 8 there is a colour)."""
+    if not attrs:
+        return False
+    index = 0
+    while index < len(attrs):
+        attr = attrs[index]
+        if attr in (38, 48, 58):
+            kind = attrs[index + 1] if index + 1 < len(attrs) else None
+            index += {5: 3, 2: 5}.get(kind or 0, 2)
+            continue
+        if attr in (0, 28):
+            concealed = False
+        elif attr == 8:
+            concealed = True
+        index += 1
+    return concealed
+
+
 def _share(cell: pyte.screens.Char) -> pyte.screens.Char:
     """The one instance of ``cell``'s value (see :meth:`_ModelScreen.share_cells`)."""
+    if type(cell) is ConcealedChar:
+        return cell  # (equal to the plain cell of its value: it would be taken for it)
     if len(_shared_cells) >= MAX_SHARED_CELLS:
         _shared_cells.clear()
     return _shared_cells.setdefault(cell, cell)
@@ -109,6 +139,33 @@ class _ModelScreen(pyte.Screen):
             if line:
                 for x, cell in line.items():
                     line[x] = _share(cell)
+
+    def select_graphic_rendition(self, *attrs: int, **kwargs: t.Any) -> None:
+        """Set the pen as pyte does, keeping whether it conceals (SGR 8, 28)."""
+        concealed = _concealed_after(attrs, type(self.cursor.attrs) is ConcealedChar)
+        super().select_graphic_rendition(*attrs, **kwargs)
+        kind = ConcealedChar if concealed else pyte.screens.Char
+        if type(self.cursor.attrs) is not kind:
+            self.cursor.attrs = kind(*self.cursor.attrs)
+
+    def visible_lines(self) -> list[str]:
+        """:attr:`display` with the concealed cells blank (a wide character's two columns)."""
+        lines = self.display
+        for y in range(self.lines):
+            line = self.buffer.get(y)
+            if not line or not any(type(cell) is ConcealedChar for cell in line.values()):
+                continue
+            chars: list[str] = []
+            wide = False
+            for x in range(self.columns):
+                if wide:
+                    wide = False
+                    continue
+                cell = line[x]
+                wide = bool(cell.data) and wcwidth(cell.data[0]) == 2
+                chars.append(" " * (1 + wide) if type(cell) is ConcealedChar else cell.data)
+            lines[y] = "".join(chars)
+        return lines
 
     def _new_buffer(self) -> t.Any:
         return collections.defaultdict(
@@ -407,6 +464,9 @@ class PyteScreenModel(ScreenModel):
 
     def display(self) -> list[str]:
         return list(self._screen.display)
+
+    def visible_display(self) -> list[str]:
+        return self._screen.visible_lines()
 
     @property
     def cursor(self) -> tuple[int, int]:
