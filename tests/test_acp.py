@@ -72,6 +72,11 @@ class Chat:
             )
         )
 
+    async def answer(self, body: str, persona: str = PERSONA_ID) -> str:
+        """Send ``body``; the persona's reply (``SCRIPTED-REPLY ...`` or ``SCRIPTED-ERROR ...``)."""
+        self.send(body, persona)
+        return await self.reply("SCRIPTED-REPLY", "SCRIPTED-ERROR", persona=persona)
+
     async def reply(self, *words: str, persona: str = PERSONA_ID) -> str:
         """The persona's next message holding one of ``words`` (its last update), from the
         first of them on."""
@@ -107,6 +112,13 @@ async def open_chat(jp_fetch: t.Any, jp_ws_fetch: t.Any, name: str) -> Chat:
 async def acp_agent(alice: Api, name: str = "ScriptedAgent") -> dict[str, t.Any] | None:
     agents = await alice.call("GET", "agents")
     return next((a for a in agents if a.get("kind") == "acp" and a["name"] == name), None)
+
+
+async def answer_once_allowed(chat: Chat, alice: Api, body: str) -> str:
+    """Send ``body`` to a persona without control yet: allow it when it asks; its reply."""
+    chat.send(body)
+    await allow_when_asked(alice)
+    return await chat.reply("SCRIPTED-REPLY", "SCRIPTED-ERROR")
 
 
 async def allow_when_asked(alice: Api, name: str = "ScriptedAgent") -> dict[str, t.Any]:
@@ -219,9 +231,7 @@ async def test_the_owner_chooses_the_instance_among_several_running(
     chat = await open_chat(jp_fetch, jp_ws_fetch, "choice.chat")
 
     # Two running and none chosen: the call fails naming both, and nothing runs.
-    chat.send("run: hostname")
-    await allow_when_asked(alice)
-    reply = await chat.reply("SCRIPTED-REPLY", "SCRIPTED-ERROR")
+    reply = await answer_once_allowed(chat, alice, "run: hostname")
     assert reply.startswith("SCRIPTED-ERROR"), reply
     assert first.name in reply
     assert second.name in reply
@@ -233,21 +243,20 @@ async def test_the_owner_chooses_the_instance_among_several_running(
     assert chosen == {"instance": second.name}
     assert await alice.call("GET", "jupyter-ai") == {"instance": second.name}
     assert await bob.call("GET", "jupyter-ai") == {"instance": None}
-    chat.send("run: hostname")
-    reply = await chat.reply("SCRIPTED-REPLY", "SCRIPTED-ERROR")
+    reply = await chat.answer("run: hostname")
     assert reply.startswith("SCRIPTED-REPLY exit=0"), reply
     assert reply.endswith(f"output: {second.id[:12]}")
 
     # A chosen instance that is gone: no other one is taken instead.
     await alice.call("PUT", "jupyter-ai", body={"instance": "not-there"})
-    chat.send("run: hostname")
-    reply = await chat.reply("SCRIPTED-REPLY", "SCRIPTED-ERROR")
+    reply = await chat.answer("run: hostname")
     assert reply.startswith("SCRIPTED-ERROR"), reply
     assert "not-there, is gone" in reply
     # Bad choices are refused; "" or null removes the choice.
-    status, body = await alice.status("PUT", "jupyter-ai", body={"instance": 7})
-    assert status == 400
-    assert "instance" in body["message"]
+    for bad in ({"instance": 7}, {"instance": "a b"}, {}):
+        status, body = await alice.status("PUT", "jupyter-ai", body=bad)
+        assert status == 400
+        assert "instance" in body["message"]
     assert await alice.call("PUT", "jupyter-ai", body={"instance": ""}) == {"instance": None}
     chat.ws.close()
 
@@ -280,9 +289,9 @@ async def test_kill_ends_the_command_and_everything_it_started(
 ) -> None:
     container = make_instance(owner="alice")
     chat = await open_chat(jp_fetch, jp_ws_fetch, "kill.chat")
-    chat.send("run: sleep 1000 & sleep 1001 & echo STARTED; wait\npoll: STARTED\nkill")
-    await allow_when_asked(alice)
-    reply = await chat.reply("SCRIPTED-REPLY", "SCRIPTED-ERROR")
+    reply = await answer_once_allowed(
+        chat, alice, "run: sleep 1000 & sleep 1001 & echo STARTED; wait\npoll: STARTED\nkill"
+    )
     assert reply.startswith("SCRIPTED-REPLY exit=None signal=SIGKILL"), reply
     # Its output stays readable after the kill.
     assert reply.endswith("output: STARTED")
@@ -300,20 +309,18 @@ async def test_exit_codes_signals_and_the_output_byte_limit(
 ) -> None:
     make_instance(owner="alice")
     chat = await open_chat(jp_fetch, jp_ws_fetch, "results.chat")
-    chat.send("run: echo out; exit 3")
-    await allow_when_asked(alice)
-    reply = await chat.reply("SCRIPTED-REPLY", "SCRIPTED-ERROR")
+    reply = await answer_once_allowed(chat, alice, "run: echo out; exit 3")
     assert reply.startswith("SCRIPTED-REPLY exit=3 signal=None"), reply
     assert reply.endswith("output: out")
 
     # A command a signal ended: the signal, no exit code.
-    chat.send("run: kill -TERM $$")
-    reply = await chat.reply("SCRIPTED-REPLY", "SCRIPTED-ERROR")
+    reply = await chat.answer("run: kill -TERM $$")
     assert reply.startswith("SCRIPTED-REPLY exit=None signal=SIGTERM"), reply
 
     # At most outputByteLimit bytes, the tail kept, truncated.
-    chat.send("run: i=0; while [ $i -lt 2000 ]; do i=$((i+1)); echo line-$i; done\nlimit: 64")
-    reply = await chat.reply("SCRIPTED-REPLY", "SCRIPTED-ERROR")
+    reply = await chat.answer(
+        "run: i=0; while [ $i -lt 2000 ]; do i=$((i+1)); echo line-$i; done\nlimit: 64"
+    )
     assert reply.startswith("SCRIPTED-REPLY exit=0 signal=None truncated=True"), reply
     lines = reply.split("output: ", 1)[1].split(" | ")
     assert lines[-1] == "line-2000"

@@ -206,10 +206,11 @@ class JupyterAiHandler(AgentAPIHandler):
     @authorized
     async def put(self) -> None:
         """Choose ``{"instance": ID}`` (``null`` or ``""``: no choice, the only running one)."""
-        instance = self.json_body().get("instance")
+        body = self.json_body()
+        instance = body.get("instance")
         if instance == "":
             instance = None
-        if instance is not None and not valid_instance_id(instance):
+        if "instance" not in body or (instance is not None and not valid_instance_id(instance)):
             raise web.HTTPError(
                 400, 'The body must be {"instance": ID} with a tool instance id, or null.'
             )
