@@ -64,6 +64,8 @@ CONTROL_POLL = 0.25
 CONTROL_MINUTES = 10
 #: Longest a command is waited for at once (the tools' own ``run_command`` maximum).
 COMMAND_TIMEOUT = 600.0
+#: How long ``terminal/kill`` waits for the command's end after its terminal's (seconds).
+KILL_WAIT = 10.0
 #: ``outputByteLimit`` when the agent gives none.
 DEFAULT_OUTPUT_BYTES = 1024 * 1024
 #: The prefix of a persona's id: Jupyter AI's personas' senders in a chat.
@@ -357,6 +359,9 @@ class ToolTerminalAcpClient(JaiAcpClient):  # type: ignore[misc]
         if not terminal.run.done():
             terminal.killed = True
             await self._close(terminal, terminal_id)
+            # The command's end follows the terminal's at once: wait for it, so that the
+            # output read next is the whole of it, with the exit status.
+            await asyncio.wait({terminal.run}, timeout=KILL_WAIT)
         return KillTerminalResponse()
 
     async def release_terminal(
