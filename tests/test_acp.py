@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import typing as t
 import uuid
@@ -17,9 +18,13 @@ import pytest
 pytest.importorskip("jupyter_ai_acp_client")
 pytest.importorskip("jtt_acp_persona")
 
+from jtt_acp_persona.persona import InstalledScriptedAcpPersona
+from jupyter_ai_acp_client.default_acp_client import JaiAcpClient
 from traitlets.config import Config
 
+from jupyter_tool_terminal.acp import ToolTerminalAcpClient
 from jupyter_tool_terminal.acp.client import _tail
+from jupyter_tool_terminal.acp.personas import give_tool_terminals, tool_terminal_client
 
 from .conftest import ALICE, Api, InstanceFactory, wait_until
 
@@ -342,3 +347,28 @@ async def test_an_installed_persona_gets_tool_terminals_by_the_setting(
     assert reply.startswith("SCRIPTED-REPLY exit=0"), reply
     assert reply.endswith(f"output: {container.id[:12]}")
     chat.ws.close()
+
+
+def test_the_setting_gives_installed_personas_the_client_and_takes_it_back(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    log = logging.getLogger("test_acp")
+    undo = give_tool_terminals([INSTALLED_ENTRY_POINT, "no-such-persona"], log)
+    try:
+        assert InstalledScriptedAcpPersona.acp_client_class is ToolTerminalAcpClient
+    finally:
+        undo()
+    assert InstalledScriptedAcpPersona.acp_client_class is JaiAcpClient
+    assert "acp_client_class" not in vars(InstalledScriptedAcpPersona)
+    assert "no-such-persona" in caplog.text
+
+
+def test_a_persona_s_own_client_keeps_its_ways_under_tool_terminals() -> None:
+    class OwnClient(JaiAcpClient):  # type: ignore[misc]
+        """As Kiro's persona has."""
+
+    mixed = tool_terminal_client(OwnClient)
+    assert issubclass(mixed, ToolTerminalAcpClient)
+    assert issubclass(mixed, OwnClient)
+    assert tool_terminal_client(mixed) is mixed
+    assert tool_terminal_client(JaiAcpClient) is ToolTerminalAcpClient
