@@ -31,6 +31,7 @@ from .agents.rest import (
     AgentsHandler,
     AgentSharedHandler,
     AgentSharedSessionHandler,
+    JupyterAiHandler,
 )
 from .agents.setup import Agents, make_agents
 from .agents.store import AgentStore
@@ -431,6 +432,8 @@ class ToolTerminalApp(ExtensionApp):
             parent=self,
             log=self.log,
         )
+        if self.agents_enabled:
+            self.agents.jupyter_ai.start()
         assert self.serverapp is not None
         self.handover = Handover(
             parent=self,
@@ -542,6 +545,7 @@ class ToolTerminalApp(ExtensionApp):
                 (rf"/tool-terminal/api/agents/{ID}/control", AgentControlHandler),
                 (rf"/tool-terminal/api/agents/{ID}/shared", AgentSharedHandler),
                 (rf"/tool-terminal/api/agents/{ID}/shared/{ID}", AgentSharedSessionHandler),
+                (r"/tool-terminal/api/jupyter-ai", JupyterAiHandler),
                 (r"/tool-terminal/mcp", MCPHandler),
                 (r"/tool-terminal/login", LoginPage),
                 (r"/tool-terminal/?", ToolTilesPage),

@@ -2,7 +2,8 @@
 # The Jupyter AI tier: this package installed beside Jupyter AI 3 in one environment, as a
 # Jupyter AI user would (`pip install jupyter-ai==3.2.0 jupyter-tool-terminal` must resolve, which
 # holds the MCP SDK at 1.x: Jupyter AI's fastmcp asks mcp<2), then the MCP endpoint's tests and
-# the ACP tests (Jupyter AI's agents in tool terminals) against the real Docker Engine there.
+# the ACP tests (Jupyter AI's agents in tool terminals) against the real Docker Engine there, and
+# Jupyter AI's chat once in the real browser (scripts/test-acp-browser.sh, Debian's chromium).
 # The environment is $JTT_ACP_VENV (default .venv-acp); it is installed again only when
 # pyproject.toml or the test persona's (tests/acp/persona: a scripted agent on the official ACP
 # SDK, registered through the jupyter_ai.personas entry point) changed. Needs the Docker Engine and the test
@@ -41,3 +42,4 @@ assert versions["mcp"].startswith("1."), "Jupyter AI's environment no longer hol
 EOF
 "$venv/bin/python" -m pytest -q --tb=native -p no:cacheprovider \
   tests/test_mcp.py tests/test_mcp_ts.py tests/test_acp.py
+PATH="$venv/bin:$PATH" bash scripts/test-acp-browser.sh

@@ -13,10 +13,16 @@ by pipes on the Jupyter host:
 - ``terminal/create`` without control asks the owner (the agent's ``request``, which JupyterLab
   shows as for MCP agents) and waits up to :data:`CONTROL_WAIT` seconds; a deny, a revocation
   or no answer fails the call with a message the chat shows, and nothing runs.
-- Each ACP terminal is a tool terminal of its own, opened in the owner's only running tool
-  instance (a choice among several is not offered yet), listed among the owner's sessions with
-  ``"agent"`` and watchable live; the command is typed into its shell, prefixed with a no-op
-  that names the persona and the chat.
+- Each ACP terminal is a tool terminal of its own, opened in the instance the owner chose for
+  Jupyter AI's agents (JupyterLab's setting, :class:`~jupyter_tool_terminal.agents.jupyter_ai.
+  JupyterAiAgents`), else in the owner's only running one; listed among the owner's sessions
+  with ``"agent"`` and watchable live; the command is typed into its shell, prefixed with a
+  no-op that names the persona and the chat.
+- ``terminal/output`` gives what the command printed so far while it runs, and all of it (within
+  the limit, the tail kept) once it ended; a command that a signal ended (the shell's status
+  128 + N) reports the signal, ``terminal/kill`` ends it and everything it started.
+- The chat shows a tool call's title and status only: the title of the agent's latest
+  unfinished tool call gets a note saying where its command runs.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import asyncio
 import contextlib
 import dataclasses
 import shlex
+import signal
 import typing as t
 
 from acp import RequestError
@@ -35,6 +42,8 @@ from acp.schema import (
     ReleaseTerminalResponse,
     TerminalExitStatus,
     TerminalOutputResponse,
+    ToolCallProgress,
+    ToolCallStart,
     WaitForTerminalExitResponse,
 )
 from jupyter_ai_acp_client.default_acp_client import JaiAcpClient
@@ -55,6 +64,8 @@ CONTROL_POLL = 0.25
 CONTROL_MINUTES = 10
 #: Longest a command is waited for at once (the tools' own ``run_command`` maximum).
 COMMAND_TIMEOUT = 600.0
+#: How long ``terminal/kill`` waits for the command's end after its terminal's (seconds).
+KILL_WAIT = 10.0
 #: ``outputByteLimit`` when the agent gives none.
 DEFAULT_OUTPUT_BYTES = 1024 * 1024
 #: The prefix of a persona's id: Jupyter AI's personas' senders in a chat.
@@ -63,6 +74,10 @@ PERSONA_SENDER = "jupyter-ai-personas::"
 _LEFT_OUT = " characters left out ...]\n"
 #: The extension's name in the server's extension manager.
 _EXTENSION = "jupyter_tool_terminal"
+#: Tool call states after which a call is not given notes any more.
+_FINISHED = frozenset({"completed", "failed"})
+#: Where the owner chooses the instance in JupyterLab.
+_SETTING = "JupyterLab's Settings, Tool Terminals: Jupyter AI, Instance"
 
 
 def _error(message: str) -> RequestError:
@@ -90,26 +105,37 @@ class ToolTerminalAcpClient(JaiAcpClient):  # type: ignore[misc]
         super().__init__(*args, **kwargs)
         #: The ACP terminals, by terminal id (the tool terminal's session id).
         self._tool_terminals: dict[str, _Terminal] = {}
-        #: Tool calls' titles as the agent gave them, before a note of ours.
-        self._titles: dict[tuple[str, str], str] = {}
+        #: Each ACP session's tool calls, as the agent titled them, while unfinished.
+        self._open_calls: dict[str, dict[str, str]] = {}
 
-    def _note_on_tool_call(self, session_id: str, persona: t.Any, note: str) -> None:
+    async def session_update(self, session_id: str, update: t.Any, **kwargs: t.Any) -> None:
+        """Jupyter AI's handling of the agent's updates; the tool calls' titles are kept too,
+        for the notes of :meth:`_note_on_tool_call`."""
+        if isinstance(update, ToolCallStart | ToolCallProgress):
+            calls = self._open_calls.setdefault(session_id, {})
+            if update.status in _FINISHED:
+                calls.pop(update.tool_call_id, None)
+            elif isinstance(update, ToolCallStart) or update.title is not None:
+                calls[update.tool_call_id] = update.title or calls.get(update.tool_call_id, "")
+        await super().session_update(session_id, update, **kwargs)
+
+    async def _note_on_tool_call(self, session_id: str, note: str) -> None:
         """Add ``note`` to the title of the session's latest unfinished tool call: the chat
-        shows a tool call's title and status only, not a terminal's output.
+        shows a tool call's title and status only, not a terminal's output. (ACP's
+        ``terminal/create`` does not say which tool call it serves: the latest is the one.)
 
-        ACP's ``terminal/create`` does not name its tool call, and jupyter_ai_acp_client's
-        ToolCallManager lists a session's calls only in its private ``_sessions`` (0.3.3):
-        read here, and nowhere else."""
-        state = getattr(self._tool_call_manager, "_sessions", {}).get(session_id)
-        calls = list(state.tool_calls.values()) if state is not None else []
-        unfinished = [c for c in calls if c.status not in ("completed", "failed")]
-        if not unfinished:
+        The note is an update of the tool call as the agent's own would be, handled by Jupyter
+        AI's client as those are."""
+        calls = self._open_calls.get(session_id)
+        if not calls:
             return
-        call = unfinished[-1]
-        key = (session_id, call.tool_call_id)
-        title = self._titles.setdefault(key, call.title)
-        call.title = f"{title} — {note}"
-        self._tool_call_manager.flush_tool_call(session_id, call.tool_call_id, persona)
+        call_id, title = next(reversed(calls.items()))
+        update = ToolCallProgress(
+            session_update="tool_call_update",
+            tool_call_id=call_id,
+            title=f"{title} — {note}" if title else note,
+        )
+        await super().session_update(session_id, update)
 
     # -- who and where ------------------------------------------------------------------------
 
@@ -188,24 +214,39 @@ class ToolTerminalAcpClient(JaiAcpClient):  # type: ignore[misc]
 
     @staticmethod
     async def _instance(agents: Agents, agent: Agent) -> str:
+        """The instance the owner chose for Jupyter AI's agents, else their only running one."""
         is_error, text, structured = result_parts(
             await agents.tools.call(agent, "list_instances", {})
         )
         if is_error or structured is None:
             raise _error(text)
         instances = structured["instances"]
-        ids = [i["id"] for i in instances]
-        running = [i["id"] for i in instances if i["status"] == "running"]
-        if len(running) == 1:
-            return str(running[0])
-        raise _error(
-            "Jupyter AI's agents run their commands in your only running tool instance: "
-            + (
-                f"you have {len(running)} running ({', '.join(running)})."
-                if running
-                else f"none of yours is running ({', '.join(ids) or 'none'})."
+        named = ", ".join(f"{i['id']} ({i['status']})" for i in instances) or "none"
+        running = [str(i["id"]) for i in instances if i["status"] == "running"]
+        chosen = agents.jupyter_ai.chosen_instance(agent.owner)
+        if chosen is not None:
+            if chosen in running:
+                return chosen
+            state = "is not running" if chosen in {i["id"] for i in instances} else "is gone"
+            msg = (
+                f"The tool instance you chose for Jupyter AI's agents, {chosen}, {state}; "
+                f"nothing ran. Start it, or choose another in {_SETTING}. Your instances: "
+                f"{named}."
             )
-        )
+            raise _error(msg)
+        if len(running) == 1:
+            return running[0]
+        if running:
+            msg = (
+                f"You have {len(running)} running tool instances ({', '.join(running)}); nothing "
+                f"ran. Choose the one for Jupyter AI's agents in {_SETTING}."
+            )
+        else:
+            msg = (
+                "None of your tool instances is running, so Jupyter AI's agents have nowhere to "
+                f"run commands; nothing ran. Your instances: {named}."
+            )
+        raise _error(msg)
 
     # -- ACP's terminal methods ---------------------------------------------------------------
 
@@ -230,8 +271,8 @@ class ToolTerminalAcpClient(JaiAcpClient):  # type: ignore[misc]
             exports = " ".join(shlex.quote(f"{v.name}={v.value}") for v in env)
             shell_text = f"export {exports}; {shell_text}"
         if not agent.has_control():
-            self._note_on_tool_call(
-                session_id, persona, "waiting for your approval in JupyterLab (Agents)"
+            await self._note_on_tool_call(
+                session_id, "waiting for your approval in JupyterLab (Agents)"
             )
         await self._await_control(agents, agent, shell_text)
         instance = await self._instance(agents, agent)
@@ -261,8 +302,8 @@ class ToolTerminalAcpClient(JaiAcpClient):  # type: ignore[misc]
             output_limit=DEFAULT_OUTPUT_BYTES if output_byte_limit is None else output_byte_limit,
             run=run,
         )
-        self._note_on_tool_call(
-            session_id, persona, f"runs in tool terminal {terminal_id[:8]} ({instance})"
+        await self._note_on_tool_call(
+            session_id, f"runs in tool terminal {terminal_id[:8]} ({instance})"
         )
         persona.log.info("ACP terminal %s: %s in %s", terminal_id, persona.name, instance)
         return CreateTerminalResponse(terminal_id=terminal_id)
@@ -276,16 +317,13 @@ class ToolTerminalAcpClient(JaiAcpClient):  # type: ignore[misc]
     async def terminal_output(
         self, session_id: str, terminal_id: str, **kwargs: t.Any
     ) -> TerminalOutputResponse:
-        """What the command printed (the screen while it runs), the tail within the limit."""
+        """What the command printed so far (no exit status while it runs), the tail within the
+        limit."""
         terminal = self._terminal(session_id, terminal_id)
         if not terminal.run.done():
-            _, text, structured = result_parts(
-                await terminal.agents.tools.call(
-                    terminal.agent, "read_screen", {"session": terminal_id}
-                )
-            )
-            screen = str(structured["text"]) if structured else text
-            output, truncated = _tail(screen, False, terminal.output_limit)
+            # (None before the command is typed: nothing printed yet.)
+            so_far = terminal.agents.tools.output_so_far(terminal.agent, terminal_id)
+            output, truncated = _tail(*(so_far or ("", False)), terminal.output_limit)
             return TerminalOutputResponse(output=output, truncated=truncated)
         output, truncated, status = self._finished(terminal)
         return TerminalOutputResponse(output=output, truncated=truncated, exit_status=status)
@@ -299,8 +337,9 @@ class ToolTerminalAcpClient(JaiAcpClient):  # type: ignore[misc]
             str(structured["output"]), bool(structured["truncated"]), terminal.output_limit
         )
         code = structured["exit_code"]
-        signal = "SIGKILL" if terminal.killed or code is None else None
-        return output, truncated, TerminalExitStatus(exit_code=code, signal=signal)
+        if terminal.killed or code is None:
+            return output, truncated, TerminalExitStatus(exit_code=None, signal="SIGKILL")
+        return output, truncated, _exit_status(int(code))
 
     async def wait_for_terminal_exit(
         self, session_id: str, terminal_id: str, **kwargs: t.Any
@@ -320,6 +359,9 @@ class ToolTerminalAcpClient(JaiAcpClient):  # type: ignore[misc]
         if not terminal.run.done():
             terminal.killed = True
             await self._close(terminal, terminal_id)
+            # The command's end follows the terminal's at once: wait for it, so that the
+            # output read next is the whole of it, with the exit status.
+            await asyncio.wait({terminal.run}, timeout=KILL_WAIT)
         return KillTerminalResponse()
 
     async def release_terminal(
@@ -344,8 +386,7 @@ class ToolTerminalAcpClient(JaiAcpClient):  # type: ignore[misc]
             if terminal.acp_session == session_id:
                 with contextlib.suppress(Exception):
                     await self.release_terminal(session_id, terminal_id)
-        for key in [key for key in self._titles if key[0] == session_id]:
-            del self._titles[key]
+        self._open_calls.pop(session_id, None)
         await super().end_session(session_id)
 
 
@@ -353,6 +394,15 @@ async def _parts(
     call: t.Awaitable[t.Any],
 ) -> tuple[bool, str, dict[str, t.Any] | None]:
     return result_parts(await call)
+
+
+def _exit_status(code: int) -> TerminalExitStatus:
+    """The exit status of a command whose shell reported ``code``: a shell reports a command
+    that signal N ended as 128 + N, which is given as that signal."""
+    if code > 128:
+        with contextlib.suppress(ValueError):
+            return TerminalExitStatus(exit_code=None, signal=signal.Signals(code - 128).name)
+    return TerminalExitStatus(exit_code=code, signal=None)
 
 
 def _tail(output: str, truncated: bool, limit: int) -> tuple[str, bool]:

@@ -2,6 +2,7 @@
 
 ``/tool-terminal/api/agents``, ``/{id}``, ``/{id}/control``, ``/{id}/shared`` and
 ``/{id}/shared/{session}``. Another user's agent is answered 403, as an unknown one.
+``/tool-terminal/api/jupyter-ai``: the caller's instance for Jupyter AI's agents.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from tornado import web
 from .. import metrics
 from ..base import ToolTerminalAPIHandler, ToolTerminalExtension
 from ..protocol import strict_json
+from ..runtime.base import valid_instance_id
 from .setup import Agents
 from .store import Agent, AgentError, isoformat
 
@@ -185,3 +187,32 @@ class AgentSharedSessionHandler(AgentAPIHandler):
         self.agents.audit.emit("unshare", agent, username=self.username(), session_id=session_id)
         self.set_status(204)
         self.finish()
+
+
+class JupyterAiHandler(AgentAPIHandler):
+    """``GET``/``PUT /tool-terminal/api/jupyter-ai``: the instance the caller chose for Jupyter
+    AI's agents (JupyterLab sends its setting here)."""
+
+    def _model(self) -> str:
+        return json.dumps({"instance": self.agents.jupyter_ai.chosen_instance(self.owner())})
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        """The caller's choice: ``{"instance": ID}``, or ``null`` for none."""
+        self.finish(self._model())
+
+    @web.authenticated
+    @authorized
+    async def put(self) -> None:
+        """Choose ``{"instance": ID}`` (``null`` or ``""``: no choice, the only running one)."""
+        body = self.json_body()
+        instance = body.get("instance")
+        if instance == "":
+            instance = None
+        if "instance" not in body or (instance is not None and not valid_instance_id(instance)):
+            raise web.HTTPError(
+                400, 'The body must be {"instance": ID} with a tool instance id, or null.'
+            )
+        self.agents.jupyter_ai.choose_instance(self.owner(), instance)
+        self.finish(self._model())

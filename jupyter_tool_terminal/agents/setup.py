@@ -10,6 +10,7 @@ from ..manager import ToolTerminalManager
 from ..redaction import Redactor
 from .audit import AgentAudit
 from .endpoint import MCPBridge
+from .jupyter_ai import JupyterAiAgents
 from .pacing import AgentPacer
 from .store import Agent, AgentStore
 from .tools import AGENT_REVOKED, AgentTools
@@ -27,6 +28,8 @@ class Agents:
     tools: AgentTools
     bridge: MCPBridge
     audit: AgentAudit
+    #: Jupyter AI's agents (ACP personas): which get tool terminals, and where.
+    jupyter_ai: JupyterAiAgents
     #: Holds agents' requests while the event loop is late or a person types (people's
     #: terminals come first).
     pacer: AgentPacer = dataclasses.field(default_factory=AgentPacer)
@@ -46,6 +49,7 @@ class Agents:
     async def stop(self) -> None:
         """Stop the MCP bridge (the sessions themselves end with the session manager)."""
         self.pacer.close()
+        self.jupyter_ai.stop()
         await self.bridge.stop()
 
 
@@ -57,13 +61,20 @@ def make_agents(
     parent: Configurable,
     log: logging.Logger,
 ) -> Agents:
-    """The agents of a server whose sessions ``manager`` holds; their store and tools are
-    configured as ``c.AgentStore`` and ``c.AgentTools`` (``parent``: the extension app)."""
+    """The agents of a server whose sessions ``manager`` holds; their store, tools and Jupyter
+    AI's agents are configured as ``c.AgentStore``, ``c.AgentTools`` and ``c.JupyterAiAgents``
+    (``parent``: the extension app)."""
     store = AgentStore(parent=parent, log=log)
     audit = AgentAudit(event_logger, log)
     tools = AgentTools(
         manager=manager, store=store, redactor=redactor, audit=audit, parent=parent, log=log
     )
-    agents = Agents(store=store, tools=tools, bridge=MCPBridge(tools), audit=audit)
+    agents = Agents(
+        store=store,
+        tools=tools,
+        bridge=MCPBridge(tools),
+        audit=audit,
+        jupyter_ai=JupyterAiAgents(parent=parent, log=log),
+    )
     manager.add_typing_listener(agents.pacer.person_typed)
     return agents

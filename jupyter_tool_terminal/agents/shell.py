@@ -618,6 +618,15 @@ class AgentShell:
         )
         raise AgentShellError(msg)
 
+    def output_so_far(self) -> tuple[str, bool] | None:
+        """What the command being waited for printed so far (redacted and bounded as
+        :meth:`run_command`'s result), and whether it was truncated; ``None`` when no
+        ``run_command`` waits."""
+        run = self._run
+        if run is None or not self._in_flight:
+            return None
+        return run.result(self._redactor)
+
     def send_keys(self, keys: str) -> None:
         """Type ``keys`` (text, control characters allowed) into the terminal as they are."""
         self._refuse_if_ended()

@@ -415,6 +415,17 @@ class AgentTools(LoggingConfigurable):
             "shared with you (list_terminals shows them).",
         )
 
+    def output_so_far(self, agent: Agent, session_id: str) -> tuple[str, bool] | None:
+        """What the command ``agent``'s ``run_command`` waits for in its terminal
+        ``session_id`` printed so far, and whether it was truncated (:meth:`AgentShell.
+        output_so_far`); ``None`` when none runs there or the terminal is not the agent's.
+        Read-only, as ``read_screen``: no control needed, not audited."""
+        try:
+            shell = self._shell(agent, session_id)
+        except Refused:
+            return None
+        return shell.output_so_far()
+
     # -- calls --------------------------------------------------------------------------------
 
     def may_act(self, agent: Agent) -> bool:

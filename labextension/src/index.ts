@@ -21,6 +21,7 @@ import type { ITerminal } from '@jupyterlab/terminal';
 import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 
 import { agentsPlugin } from './agents/plugin';
+import { jupyterAiPlugin } from './agents/jupyterai';
 import { filesPlugin } from './files';
 import { recordingsPlugin } from './recordings';
 import { observePlugin } from './observe';
@@ -88,6 +89,7 @@ const plugins: JupyterFrontEndPlugin<unknown>[] = [
   plugin,
   observePlugin,
   agentsPlugin,
+  jupyterAiPlugin,
   filesPlugin,
   recordingsPlugin
 ];
