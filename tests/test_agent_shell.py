@@ -717,8 +717,8 @@ async def test_without_a_lease_the_foreground_is_asked_by_an_exec(
     manager = tool_app.session_manager
     assert manager is not None
     runtime = manager.runtime
-    assert isinstance(runtime, DockerRuntime)
-    runtime.kills.close()  # (its leases end: the question takes an exec of its own)
+    assert isinstance(runtime, DockerRuntime) and runtime.default_engine is not None
+    runtime.default_engine.kills.close()  # (its leases end: the question takes an exec of its own)
     with pytest.raises(AgentShellError, match=r"'(sh|sleep)'"):
         await agent.run_command("true", 5)
     agent.send_keys("\x03")
