@@ -12,14 +12,14 @@ apt_packages=()
 [ -x /bin/bash-static ] || apt_packages+=(bash-static)
 if [ -z "${DOCKER_HOST:-}" ] && [ "$(id -u)" = 0 ]; then
   command -v dockerd >/dev/null || apt_packages+=(docker.io)
-  # tests/test_engines.py: more dockerd of its own, one in a network namespace (ip, nsenter)
+  # tests/runtime/test_engines.py: more dockerd of its own, one in a network namespace (ip, nsenter)
   # over TLS (openssl).
   command -v ip >/dev/null || apt_packages+=(iproute2)
   command -v nsenter >/dev/null || apt_packages+=(util-linux)
   command -v openssl >/dev/null || apt_packages+=(openssl)
   # ... and one behind an sshd (ssh://).
   [ -x /usr/sbin/sshd ] || apt_packages+=(openssh-server)
-  # tests/test_screen_fidelity.py: full-screen programs replayed against xterm.js.
+  # tests/screen/test_screen_fidelity.py: full-screen programs replayed against xterm.js.
   for program in vim less htop tmux vttest; do
     command -v "$program" >/dev/null || apt_packages+=("$program")
   done

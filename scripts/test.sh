@@ -17,9 +17,9 @@ bash scripts/hub-deps.sh
 # The isolation test runs a Hub as root with real Unix users, who need a Python they may run.
 if [ "$(id -u)" = 0 ]; then bash scripts/hub-users-env.sh; fi
 # The reference terminal of the screen-fidelity tests (xterm.js headless), from its lockfile.
-npm ci --prefix tests/xterm --no-audit --no-fund --silent
-# The official TypeScript MCP SDK's client of the agent tests (tests/test_mcp_ts.py).
-npm ci --prefix tests/mcp-ts --no-audit --no-fund --silent
+npm ci --prefix tests/support/xterm --no-audit --no-fund --silent
+# The official TypeScript MCP SDK's client of the agent tests (tests/agents/test_mcp_ts.py).
+npm ci --prefix tests/support/mcp-ts --no-audit --no-fund --silent
 # Everything below runs in the project's virtual environment.
 export PATH="${JTT_VENV:-$repo/.venv}/bin:$PATH"
 if [ "$engine_was_up" = no ]; then
@@ -49,7 +49,7 @@ stage() {
 pytest_stage() {
   # CI owns its engine, so the test that restarts dockerd mid-session runs there.
   if [ "${CI:-}" = true ] && [ "$(id -u)" = 0 ]; then export JTT_TEST_RESTART_DOCKERD=1; fi
-  # The contract tests run against Podman's Docker API too (tests/test_podman.py).
+  # The contract tests run against Podman's Docker API too (tests/runtime/test_podman.py).
   if [ "$(id -u)" = 0 ]; then
     JTT_PODMAN_HOST=$(bash scripts/podman.sh) || return 1
     export JTT_PODMAN_HOST

@@ -33,7 +33,7 @@ from jupyter_tool_terminal.events import SESSION_SCHEMA_ID
 from jupyter_tool_terminal.runtime.docker import DockerRuntime
 from jupyter_tool_terminal.runtime.reaper import LEASE_NAME, REAPER_COMMAND
 
-from .terminal_client import TerminalClient
+from .support.terminal_client import TerminalClient
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
 
@@ -164,7 +164,7 @@ def no_blocking_sdk_calls_on_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> 
 
 InstanceFactory = t.Callable[..., t.Any]
 
-#: With several engines (``tests/test_engines.py`` runs the contract tests so): the server's
+#: With several engines (``tests/runtime/test_engines.py`` runs the contract tests so): the server's
 #: ``c.DockerRuntime.engines``, and the name of the one the tests' containers are created on
 #: (the engine ``docker.from_env()`` finds); instance ids are then ``ENGINE/NAME``.
 SEVERAL_ENGINES: dict[str, t.Any] | None = json.loads(os.environ.get("JTT_TEST_ENGINES", "null"))
