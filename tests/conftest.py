@@ -191,13 +191,21 @@ both_runtimes = pytest.mark.parametrize("runtime_name", RUNTIMES)
 LOCAL_OWNER = "alice"
 
 
+#: The JupyterHub tests' folder: every test in it is marked ``hub``.
+HUB_TESTS = Path(__file__).resolve().parent / "hub"
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark ``docker`` every test that needs a Docker Engine: ``pytest -m "not docker"`` is the
     tier a machine without one runs (the local runtime's half of the contract, the screen
-    models, the frontend's server parts...); CI runs both."""
+    models, the frontend's server parts...); CI runs both. Mark ``hub`` every test under
+    ``tests/hub/`` (they start a real JupyterHub with its proxy, about a minute a module).
+    ``slow`` is set by the modules themselves."""
     for item in items:
         if _needs_an_engine(item):
             item.add_marker(pytest.mark.docker)
+        if HUB_TESTS in item.path.parents:
+            item.add_marker(pytest.mark.hub)
 
 
 def _needs_an_engine(item: pytest.Item) -> bool:

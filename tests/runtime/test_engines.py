@@ -32,6 +32,9 @@ from ..conftest import REPO, TEST_IMAGE, Api, wait_until
 from ..support.engines import Dockerd, Namespace, SshHost, needs_root_and_tools
 from ..support.terminal_client import TerminalClient
 
+#: Three dockerd of its own and a contract run with them configured: minutes.
+pytestmark = pytest.mark.slow
+
 NAMES = ("a", "b", "tls")
 #: What runs again with several engines configured (containers on the machine's engine).
 CONTRACT_TESTS = ["tests/sessions/test_terminal.py"]

@@ -179,6 +179,7 @@ def _restart_dockerd() -> None:
             time.sleep(0.2)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     os.environ.get("JTT_TEST_RESTART_DOCKERD") != "1" or not shutil.which("dockerd"),
     reason="restarts the machine's dockerd: opt in with JTT_TEST_RESTART_DOCKERD=1 (CI does)",

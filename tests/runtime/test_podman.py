@@ -40,6 +40,9 @@ from ..sessions.test_terminal import (
     test_type_and_see_output,
 )
 
+#: The contract tests once more, on Podman: minutes.
+pytestmark = pytest.mark.slow
+
 PODMAN_HOST = os.environ.get("JTT_PODMAN_HOST", "")
 if not PODMAN_HOST:
     pytest.skip(

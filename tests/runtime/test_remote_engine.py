@@ -26,6 +26,9 @@ from jupyter_tool_terminal.app import ToolTerminalApp
 
 from ..conftest import REPO, Api, InstanceFactory
 
+#: A dockerd of its own and the contract run again against it: minutes.
+pytestmark = pytest.mark.slow
+
 #: What runs again against the TLS engine: the contract, the no-orphan guarantees, floods.
 CONTRACT_TESTS = [
     "tests/sessions/test_terminal.py",

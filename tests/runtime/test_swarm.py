@@ -27,7 +27,7 @@ from ..support.swarm import Node as SwarmNode
 from ..support.swarm import Swarm
 from ..support.terminal_client import TerminalClient
 
-pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(300)]
 
 
 @pytest.fixture(scope="module")
