@@ -23,7 +23,15 @@ import pytest
 from jupyter_tool_terminal.hub.service import external_service_environment
 
 from ..conftest import BASE_PROCESSES, InstanceFactory, wait_for_processes
-from ..support.hub import REPO, Browser, Hub, free_port, service_roles, wait_for_service
+from ..support.hub import (
+    REPO,
+    Browser,
+    Hub,
+    engine_environment,
+    free_port,
+    service_roles,
+    wait_for_service,
+)
 from ..support.terminal_client import TerminalClient
 
 SERVICE = "tool-terminal"
@@ -90,6 +98,7 @@ class ExternalService:
                 ],
                 cwd=directory,
                 env={
+                    **engine_environment(),
                     "PATH": os.environ["PATH"],
                     "PYTHONPATH": str(REPO),
                     "HOME": str(directory),

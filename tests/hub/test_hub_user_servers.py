@@ -18,7 +18,7 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from ..conftest import InstanceFactory
-from ..support.hub import Browser, Hub, keeps_working, running_hub
+from ..support.hub import ENGINE_VARIABLES, Browser, Hub, keeps_working, running_hub
 from ..support.terminal_client import TerminalClient
 
 #: Short enough that a revoked token ends a terminal within seconds.
@@ -50,7 +50,7 @@ c.Spawner.environment = {{
     "JUPYTER_CONFIG_DIR": "{config_dir}",
     "JUPYTERHUB_ACTIVITY_INTERVAL": "1",
 }}
-c.Spawner.env_keep = ["PATH", "PYTHONPATH", "LANG"]
+c.Spawner.env_keep = ["PATH", "PYTHONPATH", "LANG", *{list(ENGINE_VARIABLES)!r}]
 """
 
 

@@ -37,6 +37,17 @@ HUB_DEPS = Path(os.environ.get("JTT_HUB_DEPS", REPO / ".hub-deps"))
 PROXY_COMMAND = HUB_DEPS / "node_modules" / ".bin" / "configurable-http-proxy"
 
 
+#: What names the engine the tests use (docker.from_env reads them): a Hub passes its services
+#: and its users' servers only the environment it is given, so these are passed on, and a
+#: Hub test runs against the engine of its tests (a second engine's, rootless Docker's...).
+ENGINE_VARIABLES = ("DOCKER_HOST", "DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH")
+
+
+def engine_environment() -> dict[str, str]:
+    """The variables of :data:`ENGINE_VARIABLES` that are set here."""
+    return {name: os.environ[name] for name in ENGINE_VARIABLES if name in os.environ}
+
+
 def free_port() -> int:
     """A TCP port nobody listens on right now."""
     with socket.socket() as probe:
@@ -163,6 +174,7 @@ def service_mode_config(
     # Its data (the agents file) in this Hub's directory: agents of earlier runs would count
     # against a user's cap (the Jupyter data directory of the test's user outlives the test).
     service_environment = {
+        **engine_environment(),
         "PYTHONPATH": str(REPO),
         "JUPYTER_RUNTIME_DIR": f"{directory}/runtime",
         "JUPYTER_DATA_DIR": f"{directory}/data",
