@@ -25,6 +25,10 @@ if [ -z "${DOCKER_HOST:-}" ] && [ "$(id -u)" = 0 ]; then
   done
   command -v top >/dev/null || apt_packages+=(procps)
 fi
+# What the caller needs from Debian besides (scripts/test.sh: its later stages'), in the same
+# transaction: apt runs once.
+read -r -a more_packages <<<"${JTT_MORE_DEBIAN_PACKAGES:-}"
+apt_packages+=("${more_packages[@]}")
 if [ "${#apt_packages[@]}" -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   log "installing Debian packages: ${apt_packages[*]}"
   apt-get update -qq

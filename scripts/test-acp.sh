@@ -7,6 +7,8 @@
 # pyproject.toml or the test persona's (tests/support/acp-persona: a scripted agent on the official ACP
 # SDK, registered through the jupyter_ai.personas entry point) changed. Needs the Docker Engine and the test
 # images (scripts/test.sh prepares both) and the TypeScript MCP client (tests/support/mcp-ts).
+# Usage: scripts/test-acp.sh [install]   (`install`: prepare the environment only, no tests;
+# scripts/test.sh does that beside the main pytest run)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -31,6 +33,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
   echo "$wanted" >"$stamp"
   echo "installed $jupyter_ai and this package into $venv in $((SECONDS - started)) s"
 fi
+[ "${1:-}" != install ] || exit 0
 "$venv/bin/python" - <<'EOF'
 import importlib.metadata as metadata
 
