@@ -199,6 +199,11 @@ pytest_stage() {
   printf '\n== pytest, the engine-free tier (-m "not docker", no engine reachable)\n'
   cat "$lane_log"
   rm -f "$lane_log"
+  # (Idle from here: the timed stages after run without it.)
+  if [ "$second_engine" = yes ]; then
+    bash scripts/second-engine.sh stop
+    second_engine=no
+  fi
   return "$status"
 }
 acp_stage() {
