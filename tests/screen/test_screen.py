@@ -400,6 +400,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 async def test_the_largest_ghostty_model_stays_within_its_documented_worst_case() -> None:
     pytest.importorskip("pyghostty")
@@ -414,6 +415,7 @@ async def test_the_largest_ghostty_model_stays_within_its_documented_worst_case(
     assert estimate >= used, (estimate, used)  # the budget counts a model at least as it is
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("backend", BACKENDS)
 async def test_many_sessions_at_their_worst_stay_within_the_servers_budget(

@@ -124,6 +124,7 @@ def failures(run: subprocess.CompletedProcess[str]) -> str:
     return run.stdout[run.stdout.find("=== FAILURES") :][-12000:] + run.stderr[-2000:]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(420)
 async def test_schemathesis_finds_nothing_against_a_real_server(
     make_container: InstanceFactory, tmp_path: Path
