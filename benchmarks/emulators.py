@@ -5,9 +5,9 @@ Measured on one machine, one process: CPU per MB of output parsed by each emulat
 session pays: pyghostty's sanitising and worker thread included), the longest event-loop step
 while a model works off such a flood, the time of one snapshot of the largest screen (150x400,
 every cell truecolor, with scrollback), the memory of that state, and the fidelity of a
-replayed screen (tests/test_screen_fidelity.py's scenarios: cells that differ from xterm.js).
+replayed screen (tests/screen/test_screen_fidelity.py's scenarios: cells that differ from xterm.js).
 
-    python benchmarks/emulators.py          (needs `npm ci --prefix tests/xterm`, pyghostty)
+    python benchmarks/emulators.py          (needs `npm ci --prefix tests/support/xterm`, pyghostty)
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from jupyter_tool_terminal.screen import BACKENDS, model_class
 from jupyter_tool_terminal.screen import pyte as model
 from jupyter_tool_terminal.screen._ghostty_ffi import Terminal
 from tests.conftest import wait_until
-from tests.screen_streams import colour_line
-from tests.test_screen import LoopWatch
-from tests.test_screen_fidelity import SCENARIOS as FIDELITY_SCENARIOS
-from tests.test_screen_fidelity import compare
+from tests.screen.test_screen import LoopWatch
+from tests.screen.test_screen_fidelity import SCENARIOS as FIDELITY_SCENARIOS
+from tests.screen.test_screen_fidelity import compare
+from tests.support.screen_streams import colour_line
 
 ROWS, COLS = 150, 400
 

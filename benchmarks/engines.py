@@ -3,7 +3,7 @@ engine killed in the middle of the run.
 
     sudo python3 benchmarks/engines.py [--n 300] [--seconds 20] [--out FILE.json]
 
-Starts three ``dockerd`` of its own (``tests/engines.py``: two on sockets, one in a network
+Starts three ``dockerd`` of its own (``tests/support/engines.py``: two on sockets, one in a network
 namespace over TCP with TLS), one labelled container on each, and two servers in turn:
 
 * **one**: the ``n`` sessions on one engine, the server configured as today (``DOCKER_HOST``);
@@ -40,7 +40,7 @@ from accounting import tree_memory  # noqa: E402
 from client import Client, Term, type_keys, wait_no_sessions  # noqa: E402
 from common import MIB, OWNER, TOOL, Target, ms, percentile  # noqa: E402
 from lab import Lab, Server  # noqa: E402
-from tests.engines import Dockerd, Namespace  # noqa: E402
+from tests.support.engines import Dockerd, Namespace  # noqa: E402
 
 ENGINES = ("a", "b", "tls")
 GATE = 16
@@ -202,7 +202,7 @@ async def phase(
             "by_instance": {name: figures(values) for name, values in after_samples.items()},
             "seconds_typed_after_kill": round(time.monotonic() - killed_at, 1),
         }
-        # The error frame itself is tests/test_engines.py's; here: they all ended.
+        # The error frame itself is tests/runtime/test_engines.py's; here: they all ended.
         sessions = await client.request(base, "GET", "/tool-terminal/api/sessions")
         left = [item for item in sessions if item["instance"] == victim]
         result["after_kill"]["victim_sessions"] = len(ended)

@@ -34,7 +34,7 @@ async def measure_hub_modes(client: Client, plan: Plan) -> dict[str, t.Any]:
     open, echo and flood paths; the service must stay within 10% of the per-user server.
     """
     sys.path.insert(0, str(REPO))
-    from tests.hub import running_hub, service_mode_config  # noqa: PLC0415 - test helpers
+    from tests.support.hub import running_hub, service_mode_config  # noqa: PLC0415 - test helpers
 
     engine = docker.from_env()
     container = await asyncio.to_thread(

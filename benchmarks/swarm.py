@@ -3,8 +3,8 @@ spread over three nodes against the same number on one.
 
     sudo python3 benchmarks/swarm.py [--n 300] [--opens 20] [--seconds 20] [--out FILE.json]
 
-Starts a real swarm of three ``dockerd`` in namespaces of their own (``tests/swarm.py``) and two
-servers side by side:
+Starts a real swarm of three ``dockerd`` in namespaces of their own
+(``tests/support/swarm.py``) and two servers side by side:
 
 * **plain**: the server reaches node n2's engine directly (``DOCKER_HOST``), with a labelled
   container on it, as a one-host deployment does;
@@ -36,7 +36,7 @@ from client import Client  # noqa: E402
 from common import OWNER, TOOL, Target, ms, percentile  # noqa: E402
 from engines import close_all, figures, labelled_container, open_all, type_for  # noqa: E402
 from lab import Lab, Server  # noqa: E402
-from tests.swarm import Swarm  # noqa: E402
+from tests.support.swarm import Swarm  # noqa: E402
 
 
 def server_config(n: int, swarm: Swarm | None) -> str:

@@ -7,7 +7,12 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d /tmp/jtt-wheel.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 cd "$repo"
-python3 -m pip wheel -q --no-deps -w "$work/dist" .
+# Built from a copy of the checkout: the build writes into its source tree (the version file),
+# and scripts/test.sh runs this beside tests that import the package from this one.
+mkdir "$work/src"
+tar -c --exclude=./.git --exclude=node_modules --exclude='./.venv*' --exclude=./.hub-deps \
+  --exclude=./docs/_build --exclude=./benchmarks/results --exclude='*_cache' . | tar -x -C "$work/src"
+python3 -m pip wheel -q --no-deps -w "$work/dist" "$work/src"
 wheel=$(ls "$work"/dist/jupyter_tool_terminal-*.whl)
 python3 - "$wheel" <<'PY'
 import sys, zipfile

@@ -12,19 +12,23 @@ apt_packages=()
 [ -x /bin/bash-static ] || apt_packages+=(bash-static)
 if [ -z "${DOCKER_HOST:-}" ] && [ "$(id -u)" = 0 ]; then
   command -v dockerd >/dev/null || apt_packages+=(docker.io)
-  # tests/test_engines.py: more dockerd of its own, one in a network namespace (ip, nsenter)
+  # tests/runtime/test_engines.py: more dockerd of its own, one in a network namespace (ip, nsenter)
   # over TLS (openssl).
   command -v ip >/dev/null || apt_packages+=(iproute2)
   command -v nsenter >/dev/null || apt_packages+=(util-linux)
   command -v openssl >/dev/null || apt_packages+=(openssl)
   # ... and one behind an sshd (ssh://).
   [ -x /usr/sbin/sshd ] || apt_packages+=(openssh-server)
-  # tests/test_screen_fidelity.py: full-screen programs replayed against xterm.js.
+  # tests/screen/test_screen_fidelity.py: full-screen programs replayed against xterm.js.
   for program in vim less htop tmux vttest; do
     command -v "$program" >/dev/null || apt_packages+=("$program")
   done
   command -v top >/dev/null || apt_packages+=(procps)
 fi
+# What the caller needs from Debian besides (scripts/test.sh: its later stages'), in the same
+# transaction: apt runs once.
+read -r -a more_packages <<<"${JTT_MORE_DEBIAN_PACKAGES:-}"
+apt_packages+=("${more_packages[@]}")
 if [ "${#apt_packages[@]}" -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   log "installing Debian packages: ${apt_packages[*]}"
   apt-get update -qq

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The Python environment that JupyterHub's real Unix users run from in the isolation test
-# (tests/test_hub_isolation.py): users' servers and the tool-terminal service run as
+# (tests/hub/test_hub_isolation.py): users' servers and the tool-terminal service run as
 # unprivileged users, who cannot execute a Python under /root (the project's .venv may be
 # built on one). So they get their own environment in a prefix every user may read, as The
 # Littlest JupyterHub keeps its user environment in /opt/tljh/user: the system's python3 with

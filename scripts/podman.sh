@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Starts Podman's Docker-compatible API service for the Podman contract tests (tests/test_podman.py)
+# Starts Podman's Docker-compatible API service for the Podman contract tests (tests/runtime/test_podman.py)
 # and imports the test image into it. As root on Debian, installs `podman` and `catatonit` (the
 # init of `--init` containers) when missing. Prints the DOCKER_HOST to use; the tests read it from
 # JTT_PODMAN_HOST. Log: /tmp/podman-service.log. Usage: scripts/podman.sh [SOCKET]

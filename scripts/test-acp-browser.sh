@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Jupyter AI's chat in the real browser: JupyterLab with jupyter-ai 3.2.0 (its prebuilt
 # labextensions come with its wheels) and this extension, the scripted ACP persona of
-# tests/acp/persona; Debian's chromium types a message in a chat, the owner allows the agent in
+# tests/support/acp-persona; Debian's chromium types a message in a chat, the owner allows the agent in
 # JupyterLab's notification, and the reply holds the tool container's hostname (ui-tests/acp).
 # Two instances run: the one JupyterLab's setting *Tool Terminals: Jupyter AI > Instance* names
 # (a user-settings file here) is where the command runs.

@@ -5,9 +5,11 @@
 # the ACP tests (Jupyter AI's agents in tool terminals) against the real Docker Engine there, and
 # Jupyter AI's chat once in the real browser (scripts/test-acp-browser.sh, Debian's chromium).
 # The environment is $JTT_ACP_VENV (default .venv-acp); it is installed again only when
-# pyproject.toml or the test persona's (tests/acp/persona: a scripted agent on the official ACP
+# pyproject.toml or the test persona's (tests/support/acp-persona: a scripted agent on the official ACP
 # SDK, registered through the jupyter_ai.personas entry point) changed. Needs the Docker Engine and the test
-# images (scripts/test.sh prepares both) and the TypeScript MCP client (tests/mcp-ts).
+# images (scripts/test.sh prepares both) and the TypeScript MCP client (tests/support/mcp-ts).
+# Usage: scripts/test-acp.sh [install]   (`install`: prepare the environment only, no tests;
+# scripts/test.sh does that beside the main pytest run)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -17,7 +19,7 @@ pip() { "$venv/bin/python" -m pip "$@"; }
 
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 stamp="$venv/.jupyter-tool-terminal-acp-installed"
-wanted=$(cat pyproject.toml tests/acp/persona/pyproject.toml <(echo "$jupyter_ai" "$repo") | sha256sum | cut -d' ' -f1)
+wanted=$(cat pyproject.toml tests/support/acp-persona/pyproject.toml <(echo "$jupyter_ai" "$repo") | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
   started=$SECONDS
   # The package's build tools go into the environment (no build isolation: pip would install
@@ -28,10 +30,11 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
   pip install -q "${build_requirements[@]}" editables
   # One resolution for all three, as a user's `pip install` would do it.
   SKIP_JUPYTER_BUILDER=1 pip install -q --no-build-isolation \
-    "$jupyter_ai" -e ".[test]" -e tests/acp/persona
+    "$jupyter_ai" -e ".[test]" -e tests/support/acp-persona
   echo "$wanted" >"$stamp"
   echo "installed $jupyter_ai and this package into $venv in $((SECONDS - started)) s"
 fi
+[ "${1:-}" != install ] || exit 0
 "$venv/bin/python" - <<'EOF'
 import importlib.metadata as metadata
 
@@ -41,5 +44,5 @@ print("resolved:", ", ".join(f"{name} {version}" for name, version in versions.i
 assert versions["mcp"].startswith("1."), "Jupyter AI's environment no longer holds mcp 1.x"
 EOF
 "$venv/bin/python" -m pytest -q --tb=native -p no:cacheprovider \
-  tests/test_mcp.py tests/test_mcp_ts.py tests/test_acp.py
+  tests/agents/test_mcp.py tests/agents/test_mcp_ts.py tests/agents/test_acp.py
 PATH="$venv/bin:$PATH" bash scripts/test-acp-browser.sh

@@ -5,6 +5,9 @@
 # binder/postBuild, starts JupyterLab with exactly binder/'s configuration and DOCKER_HOST
 # pointing at nothing, then opens a terminal over the contract (REST + WebSocket, a small
 # Python client) and in Debian's chromium (ui-tests/binder). Everything it started is stopped.
+# The environment is a fresh one of its own, or $JTT_BINDER_VENV: scripts/test.sh makes that one
+# fresh for each run and prepares it beside the main pytest run (`scripts/test-binder.sh install`
+# installs the pip section there and stops; the run itself then skips that install).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 chromium=${E2E_CHROMIUM:-/usr/bin/chromium}
@@ -31,11 +34,18 @@ if [ -z "$node_pin" ] || [ "$node_major" -lt "$node_pin" ]; then
   echo "binder/environment.yml pins nodejs>=${node_pin:-?}; this machine has $(node --version)" >&2
   exit 1
 fi
-python3 -m venv "$work/venv"
-export PATH="$work/venv/bin:$PATH"
+venv=${JTT_BINDER_VENV:-$work/venv}
 sed -n '/^ *- pip:$/,$p' "$repo/binder/environment.yml" | sed -n 's/^ *- \(.*[<>=].*\)$/\1/p' >"$work/requirements.txt"
 [ -s "$work/requirements.txt" ] || { echo "no pip section in binder/environment.yml" >&2; exit 1; }
-pip install -q --prefer-binary -r "$work/requirements.txt"
+stamp="$venv/.binder-requirements"
+if ! cmp -s "$work/requirements.txt" "$stamp"; then
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --prefer-binary -r "$work/requirements.txt"
+  cp "$work/requirements.txt" "$stamp"
+fi
+[ "${1:-}" != install ] || exit 0
+export PATH="$venv/bin:$PATH"
 
 step "binder/postBuild"
 mkdir -p "$work/home" "$work/config"

@@ -13,6 +13,6 @@ if [ ! -f jupyter_tool_terminal/labextension/static/style.js ]; then
   (cd labextension && jlpm install --immutable >/dev/null && jlpm build >/dev/null)
 fi
 (cd ui-tests && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 jlpm install --immutable >/dev/null)
-PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}" python -m tests.hub_browser "$@"
+PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}" python -m tests.support.hub_browser "$@"
 echo
 echo "browser test through JupyterHub passed"

@@ -33,7 +33,7 @@ from jupyter_tool_terminal.events import SESSION_SCHEMA_ID
 from jupyter_tool_terminal.runtime.docker import DockerRuntime
 from jupyter_tool_terminal.runtime.reaper import LEASE_NAME, REAPER_COMMAND
 
-from .terminal_client import TerminalClient
+from .support.terminal_client import TerminalClient
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
 
@@ -164,7 +164,7 @@ def no_blocking_sdk_calls_on_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> 
 
 InstanceFactory = t.Callable[..., t.Any]
 
-#: With several engines (``tests/test_engines.py`` runs the contract tests so): the server's
+#: With several engines (``tests/runtime/test_engines.py`` runs the contract tests so): the server's
 #: ``c.DockerRuntime.engines``, and the name of the one the tests' containers are created on
 #: (the engine ``docker.from_env()`` finds); instance ids are then ``ENGINE/NAME``.
 SEVERAL_ENGINES: dict[str, t.Any] | None = json.loads(os.environ.get("JTT_TEST_ENGINES", "null"))
@@ -191,13 +191,21 @@ both_runtimes = pytest.mark.parametrize("runtime_name", RUNTIMES)
 LOCAL_OWNER = "alice"
 
 
+#: The JupyterHub tests' folder: every test in it is marked ``hub``.
+HUB_TESTS = Path(__file__).resolve().parent / "hub"
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark ``docker`` every test that needs a Docker Engine: ``pytest -m "not docker"`` is the
     tier a machine without one runs (the local runtime's half of the contract, the screen
-    models, the frontend's server parts...); CI runs both."""
+    models, the frontend's server parts...); CI runs both. Mark ``hub`` every test under
+    ``tests/hub/`` (they start a real JupyterHub with its proxy, about a minute a module).
+    ``slow`` is set by the modules themselves."""
     for item in items:
         if _needs_an_engine(item):
             item.add_marker(pytest.mark.docker)
+        if HUB_TESTS in item.path.parents:
+            item.add_marker(pytest.mark.hub)
 
 
 def _needs_an_engine(item: pytest.Item) -> bool:

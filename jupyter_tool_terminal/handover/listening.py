@@ -1,5 +1,5 @@
 """The HTTP server's listening sockets during a hand-over: what tornado and jupyter_server do not
-offer publicly, in one place (``tests/test_upstream.py`` fails when either changes it).
+offer publicly, in one place (``tests/project/test_upstream.py`` fails when either changes it).
 
 Waiting for upstream:
 

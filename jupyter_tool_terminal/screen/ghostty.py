@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 SLICE_BYTES = 16 * 1024
 #: Estimated bytes per cell of a screen or of a scrollback row, at worst (a cell is 8 bytes in
 #: libghostty-vt's pages; a style and four marks of its own each, the rest); measured by
-#: tests/test_screen.py's worst case (28.5-34.5 MiB resident for 423 rows of 400 cells; this
+#: tests/screen/test_screen.py's worst case (28.5-34.5 MiB resident for 423 rows of 400 cells; this
 #: estimates it at 38.7 MiB).
 GHOSTTY_CELL_BYTES = 240
 #: Output the tracker must see at once: saving the cursor (DECSC, SCOSC), a reset, entering

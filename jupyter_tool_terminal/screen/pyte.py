@@ -30,7 +30,7 @@ from .sgr import DEFAULT_ATTRS, Line, Scrollback, render_cells, sgr
 MAX_SEQUENCE = 4096
 #: Estimated bytes of one pyte cell on a screen (its slot in a line, and a cell of its own:
 #: a screen whose every cell has other colours shares none), and of one character of rendered
-#: scrollback; measured by tests/test_screen.py's worst case.
+#: scrollback; measured by tests/screen/test_screen.py's worst case.
 PYTE_CELL_BYTES = 360
 PYTE_SCROLLBACK_CHAR_BYTES = 4
 

@@ -3,13 +3,13 @@
 
 /**
  * Helpers shared by the specs through JupyterHub: the environment that
- * tests/hub_browser.py sets, a user's login, and the terminal screen as text.
+ * tests/support/hub_browser.py sets, a user's login, and the terminal screen as text.
  */
 import type { Browser, Locator, Page } from "@playwright/test";
 import { expect } from "@playwright/test";
 
 /**
- * A variable of the environment tests/hub_browser.py sets.
+ * A variable of the environment tests/support/hub_browser.py sets.
  */
 export function env(name: string): string {
   const value = process.env[name];

@@ -1,0 +1,3 @@
+"""Agents (``agents/``, ``acp/``): the MCP endpoint, the agent shell, their REST routes and Jupyter
+AI's ACP agents.
+"""

@@ -1,0 +1,1 @@
+"""JupyterHub (``hub/``): service mode and per-user servers behind a real Hub."""

@@ -1,0 +1,1 @@
+"""The screen model (``screen/``): alone, against xterm.js, and inside a running server."""

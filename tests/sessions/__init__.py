@@ -1,0 +1,3 @@
+"""Sessions through the manager: the terminal contract, output, limits, sharing, recording, audit
+and settings (``manager.py``, ``session.py``).
+"""
