@@ -160,15 +160,20 @@ function activate(
   }
 
   if (runningSessionManagers !== null) {
-    runningSessionManagers.add(
-      new RunningToolTerminals({
-        sessions,
-        tracker,
-        instances,
-        commands: app.commands,
-        trans
-      })
-    );
+    // Added once the list is known: the section's first view shows what it
+    // gives then, and a change signalled while the Running panel is hidden
+    // (during a reload, until the layout is restored) would be dropped.
+    void sessions.ready.then(() => {
+      runningSessionManagers.add(
+        new RunningToolTerminals({
+          sessions,
+          tracker,
+          instances,
+          commands: app.commands,
+          trans
+        })
+      );
+    });
   }
 
   const setOption: Parameters<typeof followTerminalSettings>[4] = (
