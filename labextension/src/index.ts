@@ -33,7 +33,7 @@ import { RunningToolTerminals } from './running';
 import { ToolTerminalSearchProvider } from './search';
 import { addWhereItem } from './statusbar';
 import { ToolTerminalSessions } from './sessions';
-import { LauncherTiles } from './tiles';
+import { addSectionIcon, LauncherTiles } from './tiles';
 import {
   DEFAULT_PREFERENCES,
   followTerminalSettings,
@@ -135,6 +135,7 @@ function activate(
   });
 
   if (launcher !== null) {
+    addSectionIcon(app.commands, launcher, category);
     new LauncherTiles({ launcher, instances, category });
     // Refresh as soon as a launcher is opened or shown.
     app.shell.currentChanged?.connect((_, change) => {
