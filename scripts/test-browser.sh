@@ -138,6 +138,8 @@ c.ToolTerminalApp.tool_types = {
     "$tool": {
         "display_name": "$display_name",
         "shell": ["/bin/sh"],
+        # The image's own user, named: the status bar says root@instance.
+        "user": "root",
         "startup_command": "echo $banner",
         # Recorded: the recordings spec plays its terminals back.
         "record": True,

@@ -47,7 +47,7 @@ LEASE_VARIABLE = "JUPYTER_TOOL_TERMINAL_LEASE"
 
 #: The name a lease runs under (its ``$0``), followed by its server's id: the engine keeps
 #: both in the exec's record, which is how servers find each other's leases.
-LEASE_NAME = "jupyter-tool-terminal-lease"
+LEASE_NAME = "jupyter-tool-terminal-cleanup"
 
 #: The environment of every kill exec, over the container's own (the engine merges them).
 KILL_ENVIRONMENT: dict[str, str] = {
@@ -147,8 +147,20 @@ done
 #: shows one short line for it instead of the whole script.
 REAPER_SCRIPT_VARIABLE = "JUPYTER_TOOL_TERMINAL_REAPER"
 
+#: What ``ps`` and ``top`` in the container show first of a reaper, for the user who finds it
+#: there: what it is, and that killing it ends no terminal (the server kills with one-off execs
+#: until it starts another). A no-op command, so the words are the script's first and stay
+#: visible where ``top`` cuts the line; plain words only (``sh`` parses them).
+REAPER_TITLE = ": jupyter-tool-terminal cleanup, killing it ends no terminal"
+
 #: The reaper's command line; short, because ``ps`` (and ``docker top``) cut long ones.
-REAPER_COMMAND = ["/bin/sh", "-c", f'eval "${REAPER_SCRIPT_VARIABLE}"']
+REAPER_COMMAND = ["/bin/sh", "-c", f'{REAPER_TITLE}; eval "${REAPER_SCRIPT_VARIABLE}"']
+
+#: The command line (after its program) and name of the leases of earlier versions, which a
+#: server still running them keeps while a newer one starts beside it (an upgrade).
+_LEGACY_LEASES = [
+    (["-c", f'eval "${REAPER_SCRIPT_VARIABLE}"'], "jupyter-tool-terminal-lease"),
+]
 
 
 def lease_command(server_id: str) -> list[str]:
@@ -158,10 +170,12 @@ def lease_command(server_id: str) -> list[str]:
 
 def lease_of(arguments: t.Sequence[str]) -> str | None:
     """The server id of a lease exec with these arguments (the engine's record of an exec's
-    command line after its program); ``None`` if it is no lease."""
-    if list(arguments[:-2]) == REAPER_COMMAND[1:] and arguments[-2:-1] == [LEASE_NAME]:
-        server_id = arguments[-1]
-        return server_id if _TAG.fullmatch(server_id) else None
+    command line after its program); ``None`` if it is no lease. An earlier version's lease
+    counts too: its server is alive."""
+    for command, name in [(REAPER_COMMAND[1:], LEASE_NAME), *_LEGACY_LEASES]:
+        if list(arguments[:-2]) == command and arguments[-2:-1] == [name]:
+            server_id = arguments[-1]
+            return server_id if _TAG.fullmatch(server_id) else None
     return None
 
 

@@ -6,6 +6,21 @@ import { LabIcon, terminalIcon } from '@jupyterlab/ui-components';
 import { EXTENSION_ID } from './tokens';
 
 /**
+ * The extension's own icon (a shell prompt in a container): the launcher's
+ * "Tool Terminals" section shows it, not one of its tool types' icons.
+ */
+export const toolTerminalsIcon = new LabIcon({
+  name: `${EXTENSION_ID}:tool-terminals`,
+  svgstr:
+    '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24">' +
+    '<g class="jp-icon3" fill="#616161">' +
+    '<path d="M4 3h16a2 2 0 0 1 2 2v14a2 2 0 0 1-2 2H4a2 2 0 0 1-2-2V5a2 2 0 0 1 2-2zm0 4v12h16V7z"/>' +
+    '<path d="M6.3 9.2 7.4 8.1 11.3 12l-3.9 3.9-1.1-1.1 2.8-2.8z"/>' +
+    '<rect x="12" y="15" width="6" height="1.6"/>' +
+    '</g></svg>'
+});
+
+/**
  * The SVG elements a launcher icon may contain. Anything else (scripts,
  * foreign objects, images, links, animations) is dropped.
  */

@@ -34,7 +34,7 @@ import { RunningToolTerminals } from './running';
 import { ToolTerminalSearchProvider } from './search';
 import { addWhereItem } from './statusbar';
 import { ToolTerminalSessions } from './sessions';
-import { LauncherTiles } from './tiles';
+import { addSectionIcon, LauncherTiles } from './tiles';
 import {
   DEFAULT_PREFERENCES,
   followTerminalSettings,
@@ -137,6 +137,7 @@ function activate(
   });
 
   if (launcher !== null) {
+    addSectionIcon(app.commands, launcher, category);
     new LauncherTiles({ launcher, instances, category });
     // Refresh as soon as a launcher is opened or shown.
     app.shell.currentChanged?.connect((_, change) => {
@@ -162,15 +163,20 @@ function activate(
   }
 
   if (runningSessionManagers !== null) {
-    runningSessionManagers.add(
-      new RunningToolTerminals({
-        sessions,
-        tracker,
-        instances,
-        commands: app.commands,
-        trans
-      })
-    );
+    // Added once the list is known: the section's first view shows what it
+    // gives then, and a change signalled while the Running panel is hidden
+    // (during a reload, until the layout is restored) would be dropped.
+    void sessions.ready.then(() => {
+      runningSessionManagers.add(
+        new RunningToolTerminals({
+          sessions,
+          tracker,
+          instances,
+          commands: app.commands,
+          trans
+        })
+      );
+    });
   }
 
   const setOption: Parameters<typeof followTerminalSettings>[4] = (

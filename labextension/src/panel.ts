@@ -216,14 +216,7 @@ export class ToolTerminalPanel extends Panel implements IToolTerminal {
         session = found?.instance === this.instanceId ? found : null;
       }
     } catch (error) {
-      this._showStatus(
-        this._trans.__(
-          'Could not start a session in %1: %2',
-          this.instanceId,
-          Private.errorText(error)
-        ),
-        true
-      );
+      this._startFailed(error);
       throw error;
     }
     if (this.isDisposed) {
@@ -241,6 +234,20 @@ export class ToolTerminalPanel extends Panel implements IToolTerminal {
   }
 
   /**
+   * Say that a session could not be started, and why.
+   */
+  private _startFailed(error: unknown): void {
+    this._showStatus(
+      this._trans.__(
+        'Could not start a session in %1: %2',
+        this.instanceId,
+        Private.errorText(error)
+      ),
+      true
+    );
+  }
+
+  /**
    * Start a new session in the panel, after the previous one ended (or when
    * the panel has none).
    */
@@ -253,14 +260,7 @@ export class ToolTerminalPanel extends Panel implements IToolTerminal {
     try {
       await this._connection.startNewSession();
     } catch (error) {
-      this._showStatus(
-        this._trans.__(
-          'Could not start a session in %1: %2',
-          this.instanceId,
-          Private.errorText(error)
-        ),
-        true
-      );
+      this._startFailed(error);
       throw error;
     }
   }

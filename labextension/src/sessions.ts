@@ -2,6 +2,7 @@
 // Distributed under the terms of the Modified BSD License.
 
 import { ServerConnection } from '@jupyterlab/services';
+import { PromiseDelegate } from '@lumino/coreutils';
 import type { IDisposable } from '@lumino/disposable';
 import type { Poll } from '@lumino/polling';
 import type { ISignal } from '@lumino/signaling';
@@ -42,6 +43,20 @@ export class ToolTerminalSessions
    * The server settings of the sessions.
    */
   readonly serverSettings: ServerConnection.ISettings;
+
+  /**
+   * A promise that resolves once the list was asked for the first time
+   * (whether the server answered or not), like `TerminalManager.ready`.
+   *
+   * JupyterLab's Running panel renders a section with the list its manager
+   * gives when the section is added, and drops the changes signalled while
+   * the section is hidden (as during a reload, until the layout is restored)
+   * or not yet rendered: the section is added once this resolves, so that
+   * its first view lists the sessions.
+   */
+  get ready(): Promise<void> {
+    return this._ready.promise;
+  }
 
   /**
    * A signal emitted with the list when it changed.
@@ -164,6 +179,7 @@ export class ToolTerminalSessions
       }
     }
     this._update(sessions);
+    this._ready.resolve();
     return sessions;
   }
 
@@ -174,7 +190,8 @@ export class ToolTerminalSessions
     try {
       await this.requestRunning();
     } catch {
-      // The poll asks again later.
+      // The poll asks again later; until then the list is empty, or the last.
+      this._ready.resolve();
     }
   }
 
@@ -214,6 +231,7 @@ export class ToolTerminalSessions
   }
 
   private _poll: Poll;
+  private _ready = new PromiseDelegate<void>();
   private _running: ReadonlyArray<ISessionModel> = [];
   private _hidden = new Set<string>();
   private _runningChanged = new Signal<this, ReadonlyArray<ISessionModel>>(

@@ -2,8 +2,11 @@
 // Distributed under the terms of the Modified BSD License.
 
 import type { ILauncher } from '@jupyterlab/launcher';
+import type { CommandRegistry } from '@lumino/commands';
 import type { IDisposable } from '@lumino/disposable';
+import { DisposableSet } from '@lumino/disposable';
 
+import { toolTerminalsIcon } from './icons';
 import type { ToolInstances } from './instances';
 import { CommandIDs } from './tokens';
 
@@ -13,6 +16,53 @@ import { CommandIDs } from './tokens';
  * follows it by name, so the tool terminals come right after it.
  */
 export const CATEGORY_RANK = 100;
+
+/**
+ * The class of the launcher section's own icon (and of the card that
+ * carries it, hidden by the extension's style).
+ */
+export const SECTION_ICON_CLASS = 'jp-ToolTerminal-sectionIcon';
+
+/**
+ * The command of the card that carries the section's icon.
+ */
+const SECTION_COMMAND = 'tool-terminal:launcher-section';
+
+/**
+ * Give the launcher's "Tool Terminals" section the extension's icon.
+ *
+ * JupyterLab's launcher heads a section with the icon of its first card, and
+ * has no option for a section's own: so the section's first card (rank -1)
+ * is one that shows the extension's icon, hidden by the style (a card with
+ * that icon class is not displayed), rather than the first instance's tool
+ * type icon.
+ *
+ * @param commands - The command registry (the card's command).
+ * @param launcher - The launcher.
+ * @param category - The section name.
+ * @returns What removes the card and its command.
+ */
+export function addSectionIcon(
+  commands: CommandRegistry,
+  launcher: LauncherTiles.ILauncherLike,
+  category: string
+): IDisposable {
+  return DisposableSet.from([
+    commands.addCommand(SECTION_COMMAND, {
+      label: category,
+      icon: toolTerminalsIcon.bindprops({ className: SECTION_ICON_CLASS }),
+      isVisible: () => false,
+      execute: () => undefined,
+      describedBy: { args: { type: 'object', properties: {} } }
+    }),
+    launcher.add({
+      command: SECTION_COMMAND,
+      category,
+      categoryRank: CATEGORY_RANK,
+      rank: -1
+    })
+  ]);
+}
 
 /**
  * The launcher tiles of the tool instances: one tile per instance, or, when

@@ -8,6 +8,13 @@ import typing as t
 
 import pytest
 
+from jupyter_tool_terminal.runtime.reaper import (
+    LEASE_NAME,
+    REAPER_TITLE,
+    lease_command,
+    lease_of,
+)
+
 from ..conftest import (
     BASE_PROCESSES,
     LEASE_PROCESS,
@@ -301,6 +308,37 @@ async def test_lines_written_to_the_reaper_from_the_container_kill_nothing(
     assert not any("sleep 2002" in p for p in processes), processes
     assert any("sleep 2001" in p for p in processes), processes
     assert await keeper.run("echo alive") == "alive\r\n"
+
+
+async def test_ps_in_the_container_says_what_the_reaper_is(
+    alice: Api, make_instance: InstanceFactory, shell_user: str | None
+) -> None:
+    """A user who finds the reaper in ``ps`` or ``top`` reads what it is and what killing it
+    does, before the server's plumbing (issue 32.7)."""
+    container = make_instance()
+    await alice.terminal(container.name)
+    model, _ = await alice.terminal(container.name)
+    await alice.call("DELETE", "sessions", model["id"])  # starts the reaper
+    pid = await asyncio.to_thread(_reaper_pid, container)
+    result = await asyncio.to_thread(container.exec_run, ["ps"], user=shell_user or "0")
+    assert result.exit_code == 0, result.output
+    (line,) = [row for row in result.output.decode().splitlines() if row.split()[0] == pid]
+    command = line[line.index("/bin/sh") :]
+    assert command.startswith(f"/bin/sh -c {REAPER_TITLE}; eval "), line
+    assert "killing it ends no terminal" in command
+    assert f" {LEASE_NAME} " in command
+    assert command.index("cleanup") < command.index("eval")
+
+
+def test_leases_of_earlier_versions_are_still_leases() -> None:
+    """A server started beside an older one (an upgrade) sees the older one's lease: its
+    shells are no orphans."""
+    server_id = "0123456789abcdef" * 2
+    assert lease_of(lease_command(server_id)[1:]) == server_id
+    legacy = ["-c", 'eval "$JUPYTER_TOOL_TERMINAL_REAPER"', "jupyter-tool-terminal-lease"]
+    assert lease_of([*legacy, server_id]) == server_id
+    assert lease_of(["-c", "eval x", LEASE_NAME, server_id]) is None
+    assert lease_of([*lease_command(server_id)[1:-1], "not-a-server-id"]) is None
 
 
 class TestPaused:

@@ -160,9 +160,10 @@ test("a program's OSC 52 copy reaches the clipboard", async ({
 }) => {
   await context.grantPermissions(["clipboard-read", "clipboard-write"]);
   const terminal = await openToolTerminal(page, "osc52");
-  // The status bar says where the shell runs (the test tool type sets no
-  // user: the instance alone).
-  await expect(page.locator(".jp-ToolTerminal-where")).toHaveText(CONTAINER);
+  // The status bar says where the shell runs: user@instance.
+  await expect(page.locator(".jp-ToolTerminal-where")).toHaveText(
+    `root@${CONTAINER}`,
+  );
   await typeLine(
     page,
     terminal,

@@ -147,3 +147,59 @@ test("panels on one instance are numbered; Shut Down All ends every one, also th
     execFileSync("docker", ["rm", "-f", name]);
   }
 });
+
+test("terminals in two instances of one tool type: tabs and Running entries name instance and terminal; the status bar says user@instance", async ({
+  page,
+}) => {
+  const first = `jtt-e2e-twin-a-${process.pid}`;
+  const second = `jtt-e2e-twin-b-${process.pid}`;
+  startContainer(first);
+  startContainer(second);
+  try {
+    await openWorkspace(page, "twins");
+    const tile = (name: string) =>
+      launcherSection(page).locator(".jp-LauncherCard", { hasText: name });
+    // (A launcher closes when it opens a terminal: a new one for the next.)
+    const open = async (name: string, newLauncher = true) => {
+      if (newLauncher) {
+        await page.locator(".lm-DockPanel-tabBar .lm-TabBar-addButton").click();
+      }
+      await tile(name).click();
+      await expect(
+        page.locator(".jp-ToolTerminal:visible .xterm-accessibility-tree"),
+      ).toContainText(BANNER);
+    };
+    await expect(tile(first)).toBeVisible({ timeout: 60_000 });
+    await expect(tile(second)).toBeVisible();
+    await open(first, false);
+    await open(second);
+    await open(first);
+    const twins = page.locator(
+      `.lm-DockPanel-tabBar .jp-ToolTerminal-tab[title*="jtt-e2e-twin-"]`,
+    );
+    const titles = [
+      `${DISPLAY_NAME} (${first}, 1)`,
+      `${DISPLAY_NAME} (${second})`,
+      `${DISPLAY_NAME} (${first}, 2)`,
+    ];
+    await expect(twins).toHaveText(titles);
+    // The Running panel names them the same way.
+    await page.locator('.jp-SideBar [data-id="jp-running-sessions"]').click();
+    const entries = page
+      .getByRole("region", { name: "Tool Terminals Section" })
+      .locator(".jp-RunningSessions-item", { hasText: "jtt-e2e-twin-" })
+      .locator(".jp-RunningSessions-itemLabel");
+    await expect(entries).toHaveCount(3);
+    expect((await entries.allTextContents()).sort()).toEqual(
+      [...titles].sort(),
+    );
+    // The status bar follows the focused terminal: user@instance.
+    const where = page.locator(".jp-ToolTerminal-where");
+    for (const [index, name] of [first, second, first].entries()) {
+      await twins.nth(index).click();
+      await expect(where).toHaveText(`root@${name}`);
+    }
+  } finally {
+    execFileSync("docker", ["rm", "-f", first, second]);
+  }
+});

@@ -118,7 +118,9 @@ export function launcherSection(page: Page): Locator {
  */
 export function instanceTiles(page: Page): Locator {
   return launcherSection(page).locator('.jp-LauncherCard', {
-    hasNotText: 'Connect an Agent'
+    hasNotText: 'Connect an Agent',
+    // (Nor the hidden card that gives the section its icon.)
+    hasNot: page.locator('.jp-ToolTerminal-sectionIcon')
   });
 }
 

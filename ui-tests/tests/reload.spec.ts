@@ -18,6 +18,7 @@ import {
   TOKEN,
   env,
   launcherSection,
+  launcherTile,
   openToolTerminal,
   shells,
   shutDownAllSessions,
@@ -125,6 +126,90 @@ test("a reload reattaches the panel to the same shell", async ({ page }) => {
   await expect.poll(() => shells(), { timeout: 15_000 }).toEqual([]);
   await expect.poll(() => sessions(page)).toEqual([]);
   expect(refused).toEqual([]);
+});
+
+test("after a reload the Running panel's first view lists the restored panels' sessions", async ({
+  page,
+}) => {
+  const workspace = "reload-running";
+  // Two panels on the instance, and the Running panel open beside them.
+  const terminal = await openToolTerminal(page, workspace);
+  await typeLine(page, terminal, "echo FIRST=$$");
+  await waitForLine(terminal, /^FIRST=\d+$/);
+  await page.locator(".lm-DockPanel-tabBar .lm-TabBar-addButton").click();
+  await launcherTile(page).click();
+  await expect(terminalTabs(page)).toHaveCount(2);
+  await page.locator('.jp-SideBar [data-id="jp-running-sessions"]').click();
+  const items = page
+    .getByRole("region", { name: "Tool Terminals Section" })
+    .locator(".jp-RunningSessions-item");
+  await expect(items).toHaveCount(2);
+  const ids = (await sessions(page)).map((session) => session.id);
+  expect(ids).toHaveLength(2);
+  // The workspace has saved both panels, with their sessions, and the
+  // Running panel as the left sidebar's open panel.
+  await expect
+    .poll(async () => {
+      const response = await page.request.get(
+        `${BASE_URL}lab/api/workspaces/${workspace}`,
+        { headers: { Authorization: `token ${TOKEN}` } },
+      );
+      const saved = (await response.json()) as {
+        data: Record<string, { left?: { current?: string } }>;
+      };
+      const text = JSON.stringify(saved);
+      return (
+        ids.every((id) => text.includes(id)) &&
+        saved.data["layout-restorer:data"]?.left?.current === "running-sessions"
+      );
+    })
+    .toBe(true);
+
+  // How many entries the section's list holds when it is first drawn after
+  // the reload, watched from inside the page: a later refresh of the list
+  // must not make up for a first view without them.
+  await page.addInitScript(() => {
+    const probe = window as unknown as { firstDrawn?: number };
+    const observer = new MutationObserver(() => {
+      // (The section is the region its accordion title labels.)
+      const section = Array.from(
+        document.querySelectorAll(".jp-RunningSessions-section"),
+      ).find((node) =>
+        document
+          .getElementById(node.getAttribute("aria-labelledby") ?? "")
+          ?.textContent?.includes("Tool Terminals"),
+      );
+      const list = section?.querySelector(
+        ".jp-RunningSessions-sectionContainer",
+      );
+      if (list) {
+        probe.firstDrawn = list.querySelectorAll(
+          ".jp-RunningSessions-item",
+        ).length;
+        observer.disconnect();
+      }
+    });
+    observer.observe(document, {
+      subtree: true,
+      childList: true,
+      attributes: true,
+      attributeFilter: ["aria-labelledby"],
+    });
+  });
+  await page.goto(`${BASE_URL}lab/workspaces/${workspace}`);
+  await expect(terminalTabs(page)).toHaveCount(2);
+  await expect(items).toHaveCount(2);
+  await expect(items.first()).toBeVisible();
+  expect(
+    await page.evaluate(
+      () => (window as unknown as { firstDrawn?: number }).firstDrawn,
+    ),
+  ).toBe(2);
+  // The same sessions, reattached (none started anew).
+  expect((await sessions(page)).map((session) => session.id).sort()).toEqual(
+    [...ids].sort(),
+  );
+  await shutDownAllSessions(page);
 });
 
 test("an instance that stops: the terminal says so, its tile looks stopped and opens no tab", async ({

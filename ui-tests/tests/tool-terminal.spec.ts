@@ -48,6 +48,15 @@ test("launcher tile, terminal, resize, exit, reset and close", async ({
   await expect(page.getByText(OTHER_CONTAINER)).toHaveCount(0);
   // The tool type's own SVG icon is on the tile.
   await expect(tile.locator("svg [data-e2e-icon]")).toHaveCount(1);
+  // The section is headed by the extension's own icon, not the first tile's.
+  const header = section.locator(".jp-Launcher-sectionHeader");
+  await expect(
+    header.locator(".jp-ToolTerminal-sectionIcon"),
+  ).toBeVisible();
+  await expect(header.locator("svg [data-e2e-icon]")).toHaveCount(0);
+  await expect(section.locator(".jp-LauncherCard:visible")).toHaveCount(
+    (await section.locator(".jp-LauncherCard").count()) - 1,
+  );
   await section.scrollIntoViewIfNeeded();
 
   // Open a terminal from the tile: the tab names the instance, the startup

@@ -2,6 +2,7 @@
 // Distributed under the terms of the Modified BSD License.
 
 import type { JupyterFrontEnd } from '@jupyterlab/application';
+import { Notification } from '@jupyterlab/apputils';
 import { acceptDialog, waitForDialog } from '@jupyterlab/testutils';
 import { CommandRegistry } from '@lumino/commands';
 import { Widget } from '@lumino/widgets';
@@ -170,6 +171,45 @@ describe('observe', () => {
     expect(requests.map(r => [r.method, pathOf(r)])).toEqual([
       ['GET', '/user/alice/tool-terminal/api/sessions/s%2F1/observers'],
       ['DELETE', '/user/alice/tool-terminal/api/sessions/s%2F1/observers/b%20b']
+    ]);
+  });
+
+  it('"Share Read-Only…" says whether it worked', async () => {
+    const { commands, requests } = activate([
+      { status: 201, body: ['bob'] },
+      { status: 404, body: { message: 'There is no user nobody.' } }
+    ]);
+    // Type a user name in the dialog the command opens, and accept it.
+    const answer = async (user: string) => {
+      await waitForDialog();
+      document.querySelector<HTMLInputElement>('.jp-Dialog input')!.value =
+        user;
+      await acceptDialog();
+    };
+    const before = Notification.manager.count;
+    await Promise.all([
+      commands.execute(ObserveCommandIDs.share),
+      answer(' bob ')
+    ]);
+    expect(Notification.manager.count).toBe(before + 1);
+    const told = Notification.manager.notifications[0];
+    expect(told.type).toBe('success');
+    expect(told.message).toBe('bob can now watch this terminal, read-only.');
+    // A refusal is shown, with the server's reason, in a dialog of its own.
+    const failed = commands.execute(ObserveCommandIDs.share);
+    await answer('bob');
+    const shown = () => document.querySelector('.jp-Dialog')?.textContent ?? '';
+    for (let i = 0; i < 500 && !shown().includes('Could not share'); i++) {
+      await new Promise(resolve => setTimeout(resolve, 10));
+    }
+    expect(shown()).toContain('Could not share the terminal');
+    expect(shown()).toContain('There is no user nobody.');
+    await acceptDialog();
+    await failed;
+    expect(Notification.manager.count).toBe(before + 1);
+    expect(requests.map(r => [r.method, JSON.parse(r.body)])).toEqual([
+      ['POST', { user: 'bob' }],
+      ['POST', { user: 'bob' }]
     ]);
   });
 

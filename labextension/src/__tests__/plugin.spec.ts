@@ -4,6 +4,7 @@
 import type { ILauncher } from '@jupyterlab/launcher';
 import type { ServerConnection } from '@jupyterlab/services';
 import { nullTranslator } from '@jupyterlab/translation';
+import type { LabIcon } from '@jupyterlab/ui-components';
 import { CommandRegistry } from '@lumino/commands';
 import { Signal } from '@lumino/signaling';
 
@@ -11,7 +12,13 @@ import { listSessions } from '../api';
 import { instanceLabel, ToolInstances } from '../instances';
 import { restoreArgs, sessionArg } from '../restorer';
 import { RunningToolTerminals } from '../running';
-import { CATEGORY_RANK, LauncherTiles } from '../tiles';
+import {
+  addSectionIcon,
+  CATEGORY_RANK,
+  LauncherTiles,
+  SECTION_ICON_CLASS
+} from '../tiles';
+import { toolIcon } from '../icons';
 import type { IToolTerminalTracker } from '../tokens';
 import { CommandIDs } from '../tokens';
 import type { IFakeAnswer } from './helpers';
@@ -220,6 +227,30 @@ describe('ToolInstances', () => {
 });
 
 describe('LauncherTiles', () => {
+  it("heads the section with the extension's icon, on a card before the tiles", () => {
+    const launcher = fakeLauncher();
+    const commands = new CommandRegistry();
+    const trans = nullTranslator.load('test');
+    const category = trans.__('Tool Terminals');
+    const added = addSectionIcon(commands, launcher, category);
+    expect(launcher.items).toHaveLength(1);
+    const [card] = launcher.items;
+    expect(card).toMatchObject({
+      category,
+      categoryRank: CATEGORY_RANK,
+      rank: -1
+    });
+    const icon = commands.icon(card.command, {}) as LabIcon;
+    expect(icon.name).toBe('jupyter-tool-terminal:tool-terminals');
+    // (The class that hides the card, not the section's header.)
+    expect(icon.element().classList).toContain(SECTION_ICON_CLASS);
+    // Not any tool type's icon (nor JupyterLab's terminal icon).
+    expect(icon.name).not.toBe(toolIcon('', null).name);
+    added.dispose();
+    expect(launcher.items).toEqual([]);
+    expect(commands.hasCommand(card.command)).toBe(false);
+  });
+
   it("adds one tile per instance, next to JupyterLab's Terminal", async () => {
     const { launcher, tiles, ...t } = makeTiles([
       { status: 200, body: [instanceModel('a'), instanceModel('b', 'exited')] }

@@ -31,6 +31,29 @@ describe('ToolTerminalSessions', () => {
     sessions.dispose();
   });
 
+  it('is ready once the list was asked for, answered or not', async () => {
+    const settle = async (promise: Promise<void>) => {
+      let settled = false;
+      void promise.then(() => (settled = true));
+      // (Resolved promises settle within a few microtasks.)
+      for (let i = 0; i < 10; i++) {
+        await Promise.resolve();
+      }
+      return settled;
+    };
+    for (const answer of [
+      { status: 200, body: [sessionModel('s1')] },
+      { status: 500, body: { message: 'boom' } }
+    ]) {
+      const { settings } = makeSettings([answer]);
+      const sessions = makeSessions(settings);
+      expect(await settle(sessions.ready)).toBe(false);
+      await sessions.refreshRunning();
+      expect(await settle(sessions.ready)).toBe(true);
+      sessions.dispose();
+    }
+  });
+
   it('keeps the last list when the server cannot be reached', async () => {
     const { settings } = makeSettings([
       { status: 200, body: [sessionModel('s1')] },
