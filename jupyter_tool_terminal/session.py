@@ -36,9 +36,12 @@ READ_CHUNK = 64 * 1024
 #: one WebSocket frame for everything that arrived meanwhile) instead of one frame per piece of
 #: about 1 KiB the engine delivers; per-frame costs, on the server and in the browser, are what
 #: limit throughput. A flood is a read of at least ``COALESCE_BYTES``, or output that comes
-#: within ``FRAME_INTERVAL`` of a frame of that size; anything else goes out at once, so the
-#: echo of a fast typist's keystrokes (small frames in quick succession) is never held back.
+#: within ``FRAME_INTERVAL`` of a frame of that size, or a read of at least ``LINE_BYTES`` within
+#: ``FRAME_INTERVAL`` of a frame of at least that size (a flood of short lines, which the engine
+#: hands over a few hundred bytes at a time); anything else goes out at once, so the echo of a
+#: fast typist's keystrokes (frames of a few bytes in quick succession) is never held back.
 COALESCE_BYTES = 1024
+LINE_BYTES = 64
 FRAME_INTERVAL = 0.002
 #: Seconds between two reports of a session's activity to the server (its idle-culling clock):
 #: a flood of output costs one report per interval, not one per frame.
@@ -65,6 +68,18 @@ class TerminalClient(t.Protocol):
 
 #: What an observer's ``stdin`` and ``set_size`` frames are told.
 READ_ONLY = "This terminal is shared with you read-only: you cannot type or resize."
+
+
+def floods(size: int, since_last: float, last_size: int) -> bool:
+    """Whether a read of ``size`` bytes, ``since_last`` seconds after a frame of ``last_size``
+    bytes, is part of a flood: its frame then waits for ``FRAME_INTERVAL`` and takes what comes
+    meanwhile (see ``COALESCE_BYTES``)."""
+    if size >= COALESCE_BYTES:
+        return True
+    if since_last >= FRAME_INTERVAL:
+        return False
+    return last_size >= COALESCE_BYTES or (size >= LINE_BYTES and last_size >= LINE_BYTES)
+
 
 #: Called with each piece of a session's output as it arrives (after the screen model got it),
 #: and once with ``None`` when the session ended. It must return quickly: it runs in the pump.
@@ -315,7 +330,7 @@ class ToolTerminal:
         decoder = self._decoder
         loop = asyncio.get_running_loop()
         last_frame = 0.0
-        last_frame_large = False
+        last_size = 0
         in_flight: list[t.Awaitable[None]] = []
         try:
             while True:
@@ -328,10 +343,7 @@ class ToolTerminal:
                 finally:
                     self._pump_reading = False
                 since_last = loop.time() - last_frame
-                flooding = len(data) >= COALESCE_BYTES or (
-                    last_frame_large and since_last < FRAME_INTERVAL
-                )
-                if data and flooding and len(data) < READ_CHUNK:
+                if data and len(data) < READ_CHUNK and floods(len(data), since_last, last_size):
                     # What the engine sends meanwhile waits in the kernel, to be read at once
                     # and sent as the next frame. (A full read means more is already waiting:
                     # waiting for it would cap a flood at READ_CHUNK per FRAME_INTERVAL.)
@@ -347,7 +359,7 @@ class ToolTerminal:
                 if in_flight:
                     await asyncio.gather(*in_flight, return_exceptions=True)
                 last_frame = loop.time()
-                last_frame_large = len(data) >= COALESCE_BYTES
+                last_size = len(data)
                 text = decoder.decode(data, final=not data)
                 in_flight = []
                 if text:

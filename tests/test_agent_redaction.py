@@ -10,7 +10,7 @@ import typing as t
 import pytest
 
 from jupyter_tool_terminal.agents.shell import MARKER_OSC, _Run
-from jupyter_tool_terminal.redaction import CONCEALED, REDACTED, Redactor
+from jupyter_tool_terminal.redaction import CONCEALED, REDACTED, Concealer, Redactor
 
 from .conftest import TOOL_TYPES, Api, InstanceFactory
 from .mcp_client import connect, mcp_url, new_agent
@@ -51,6 +51,19 @@ async def test_concealed_output_is_marked_not_given_as_plain_text() -> None:
     assert output.startswith("visible ")
     assert " shown " in output
     assert output.endswith(" end\n")
+
+
+def test_a_coloured_log_passes_the_concealer_as_it_is() -> None:
+    """Every character of an agent's output passes the concealer: a coloured build log, with
+    no concealed text in it, is given back as it is, without being taken apart at each
+    colour (that cost more than the rest of the agent's output path); colour 8 of the
+    256-colour palette is no concealing."""
+    concealer = Concealer()
+    log = "".join(f"\x1b[32m[ OK ]\x1b[0m \x1b[1mCC\x1b[0m file_{n}.c\r\n" for n in range(100))
+    assert concealer.feed(log) is log
+    grey = "\x1b[38;5;8mgrey\x1b[0m text"
+    assert concealer.feed(grey) == grey
+    assert concealer.feed("\x1b[8msecret\x1b[0m shown") == f"\x1b[8m{CONCEALED}\x1b[0m shown"
 
 
 @pytest.fixture

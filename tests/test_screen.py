@@ -22,6 +22,7 @@ from jupyter_tool_terminal.screen import (
     model_class,
 )
 from jupyter_tool_terminal.screen.base import MAX_MODEL_COLS, MAX_MODEL_ROWS
+from jupyter_tool_terminal.screen.scheduler import BUSY_QUEUE, BUSY_QUIET_TIME, QUIET_TIME
 
 from .conftest import wait_until
 
@@ -232,6 +233,30 @@ async def test_queued_output_is_worked_off_once_output_pauses(backend: str) -> N
 
     await wait_until(worked_off)
     assert model.display()[0].startswith("hello")
+    model.close()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_paced_log_is_emulated_once_it_ends_not_at_every_pause(backend: str) -> None:
+    """A build log comes in bursts with short pauses: emulating every burst cost the server
+    more CPU per MB than all the rest of the output path. With much queued, the model waits
+    for a longer pause, so that of a long log only its end is emulated; a prompt or a
+    keystroke's echo (little queued) is still worked off after a short one."""
+    model = _backend_model(backend)
+    model.feed("$ ")
+    assert model.quiet_time == QUIET_TIME
+    burst = "".join(f"\x1b[32m[ OK ]\x1b[0m CC src/file_{n}.c\r\n" for n in range(1200))
+    model.feed(burst)
+    assert model.queued >= BUSY_QUEUE
+    assert model.quiet_time == BUSY_QUIET_TIME
+    # A pause longer than a short one but shorter than that (the feed's time moved back, not
+    # waited for) starts no emulating: still all queued.
+    model._last_feed -= (QUIET_TIME + BUSY_QUIET_TIME) / 2
+    assert not model.step(time.perf_counter() + 1.0)
+    assert model.queued == len(burst) + 2
+    snapshot = await model.snapshot()
+    assert "file_1199.c" in snapshot
+    assert model.quiet_time == QUIET_TIME
     model.close()
 
 
