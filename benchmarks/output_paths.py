@@ -16,9 +16,10 @@ terminal of this project's server over its WebSocket), ``agent`` (an agent's ``r
 the same server, a bare JSON-RPC POST to its MCP endpoint, until its answer), ``A`` and ``B``
 (terminado, local and through ``docker exec -it``). Every WebSocket is read by the same plain
 blocking loop (:class:`flood.BlockingFrames`), as C's socket is. ``--baseline DIR`` adds
-``base``, this project's server running the package found in ``DIR`` (another checkout: the
-old code in the same run). Each round prints the seconds, the server's CPU per MB of output
-(the server process and its children, by ``psutil``) and the ratio to C of the same round.
+``base`` and ``base-agent``, this project's server running the package found in ``DIR``
+(another checkout: the old code in the same run), whose configuration ``--tool-config`` does
+not change. Each round prints the seconds, the server's CPU per MB of output (the server
+process and its children, by ``psutil``) and the ratio to C of the same round.
 ``--profile FILE`` runs this project's server under ``cProfile`` (its event loop's thread).
 """
 
@@ -230,6 +231,10 @@ class Agent:
 async def run(args: argparse.Namespace) -> int:
     paths = args.paths.split(",")
     plan = Plan.make(quick=True)
+    # The agents this creates are kept in memory only, not in the user's Jupyter data dir.
+    plan.tool_config = "c.AgentStore.path = ''\n"
+    baseline = tool_config(plan)
+    plan.tool_config += args.tool_config
     lab = Lab()
     loads = [os.getloadavg()[0]]
     times: dict[str, list[float]] = {path: [] for path in paths}
@@ -241,13 +246,17 @@ async def run(args: argparse.Namespace) -> int:
             lab, plan, {"C", *servers, *({"A", "B"} & set(paths))}, profile
         )
         if args.baseline:
-            base = lab.start_server("base", "tool", tool_config(plan), container, (), args.baseline)
+            base = lab.start_server("base", "tool", baseline, container, (), args.baseline)
             await lab.wait_ready(base)
             targets["base"] = base.target
-        agent = Agent(targets["tool"]) if "agent" in paths else None
+        agents = {
+            path: Agent(targets["base" if path == "base-agent" else "tool"])
+            for path in paths
+            if path in ("agent", "base-agent")
+        }
         for round_ in range(args.rounds):
             for path in paths:
-                target = targets["tool" if path == "agent" else path]
+                target = agents[path].target if path in agents else targets[path]
                 processes = server_processes(target.server_pid)
                 before = cpu_seconds(processes)
                 threads_before = thread_times(target.server_pid)
@@ -255,8 +264,10 @@ async def run(args: argparse.Namespace) -> int:
                     took, size = await asyncio.to_thread(
                         raw_stream, lab.docker.api, container, args.stream, args.bytes
                     )
-                elif agent is not None and path == "agent":
-                    took, size = await asyncio.to_thread(agent.stream, args.stream, args.bytes)
+                elif path in agents:
+                    took, size = await asyncio.to_thread(
+                        agents[path].stream, args.stream, args.bytes
+                    )
                 else:
                     took, size = await asyncio.to_thread(ws_stream, target, args.stream, args.bytes)
                 per_mb = (cpu_seconds(processes) - before) * 1e3 / (size / 1e6)
@@ -294,6 +305,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--paths", default="C,tool,agent")
     parser.add_argument("--baseline", default="", help="a directory with another checkout")
     parser.add_argument("--profile", default="", help="cProfile this project's server")
+    parser.add_argument(
+        "--tool-config", default="", help="configuration lines added to this project's server"
+    )
     args = parser.parse_args(argv)
     args.profile = os.path.abspath(args.profile) if args.profile else ""
     return asyncio.run(run(args))

@@ -7,9 +7,12 @@ import contextlib
 import gc
 import json
 import logging
+import os
+import subprocess
 import sys
 import time
 import tracemalloc
+from pathlib import Path
 
 import pyte
 import pytest
@@ -258,6 +261,55 @@ async def test_a_paced_log_is_emulated_once_it_ends_not_at_every_pause(backend: 
     assert "file_1199.c" in snapshot
     assert model.quiet_time == QUIET_TIME
     model.close()
+
+
+_PREPARED_MODELS = """
+import asyncio
+import pycparser
+from jupyter_tool_terminal.screen import ScreenModels
+
+models = ScreenModels("pyghostty")  # (what the server makes when it starts)
+
+
+def refuse(*args, **kwargs):
+    raise AssertionError("C declarations parsed while a session was open")
+
+
+pycparser.CParser.parse = refuse
+
+
+async def session():
+    model = models.new(scrollback_lines=500, replay_buffer_size=1 << 18)
+    model.feed("\\x1b]2;title\\x07\\x1b[32mhello\\x1b[0m\\r\\n" * 100)
+    model.resize(30, 100)
+    assert "hello" in await model.snapshot()
+    model.feed("\\x1b[?1049hfull screen")
+    assert "full screen" in await model.snapshot()
+    model.close()
+
+
+asyncio.run(session())
+"""
+
+
+def test_the_first_session_finds_its_emulator_prepared() -> None:
+    """cffi parses the C declarations pyghostty uses when they are first used: 180 ms of
+    the event loop for the first model of a process, more for its first render (in the
+    worker thread, the interpreter lock held), which was the first session's open with
+    every other user's echo waiting. The server prepares the emulator when it starts: a
+    session, from its open to a reattach on the alternate screen, then parses nothing."""
+    pytest.importorskip("pyghostty")
+    repo = str(Path(__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([repo, os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, "-c", _PREPARED_MODELS],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "parsed" not in done.stderr, done.stderr[-2000:]
 
 
 def _distinct_cell(y: int, x: int, data: str) -> pyte.screens.Char:

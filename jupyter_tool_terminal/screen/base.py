@@ -110,6 +110,11 @@ class ScreenModel:
         self.closed = False
         self._open_emulator(min(rows, MAX_MODEL_ROWS), min(cols, MAX_MODEL_COLS))
 
+    @classmethod
+    def prepare(cls) -> None:
+        """Do, once per process, what the first model would otherwise do when its session
+        opens (called when the server starts)."""
+
     # -- what a backend provides ------------------------------------------------------------
 
     def _open_emulator(self, rows: int, cols: int) -> None:
