@@ -7,6 +7,7 @@ the command sent to its end marker:
 
 * ``yes``: ``yes | head -c N``, two-byte lines (the PTY makes each ``y\\n`` three bytes): how
   many pieces a second the path takes;
+* ``long``: ``yes`` of ``run.py``'s 63-character line (its throughput phase's flood);
 * ``paced``: a coloured build log of about N bytes written a line at a time, with a pause of
   80 ms every 700 lines (``awk``, in the shell of the path): what a megabyte of everyday output
   costs the server.
@@ -40,7 +41,7 @@ import psutil
 
 from accounting import cpu_seconds, server_processes
 from common import BenchError, Plan, Target
-from flood import BlockingFrames
+from flood import FLOOD_LINE, BlockingFrames
 from lab import Lab
 from references import start_targets, tool_config
 
@@ -53,6 +54,8 @@ def stream_command(stream: str, nbytes: int) -> str:
     """The shell command that writes the stream (without the markers)."""
     if stream == "yes":
         return f"yes | head -c {nbytes}"
+    if stream == "long":
+        return f"yes {FLOOD_LINE} | head -c {nbytes}"
     lines = nbytes // 90  # a line is about 90 bytes
     line = (
         r"\033[%sm[%s]\033[0m \033[1mCC\033[0m src/module_%02d/file_%d.c -> "
@@ -75,6 +78,9 @@ def check(stream: str, body: str, nbytes: int) -> int:
     """Check what arrived between the markers; its size in bytes."""
     if stream == "yes" and body.count("y") != nbytes // 2:
         raise BenchError(f"{body.count('y')} lines arrived, expected {nbytes // 2}")
+    if stream == "long" and body.count(FLOOD_LINE) != nbytes // (len(FLOOD_LINE) + 1):
+        expected = nbytes // (len(FLOOD_LINE) + 1)
+        raise BenchError(f"{body.count(FLOOD_LINE)} lines arrived, expected {expected}")
     if stream == "paced" and body.count("CC") != nbytes // 90:
         raise BenchError(f"{body.count('CC')} lines arrived, expected {nbytes // 90}")
     return len(body.encode())
@@ -299,7 +305,7 @@ async def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--stream", choices=("yes", "paced"), default="yes")
+    parser.add_argument("--stream", choices=("yes", "long", "paced"), default="yes")
     parser.add_argument("--bytes", type=int, default=10_000_000)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--paths", default="C,tool,agent")
