@@ -299,7 +299,8 @@ def test_the_first_session_finds_its_emulator_prepared() -> None:
     every other user's echo waiting. The server prepares the emulator when it starts: a
     session, from its open to a reattach on the alternate screen, then parses nothing."""
     pytest.importorskip("pyghostty")
-    repo = str(Path(__file__).resolve().parent.parent)
+    # (the checkout's package, wherever this test file lies in tests/)
+    repo = str(next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists()))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([repo, os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run(
         [sys.executable, "-c", _PREPARED_MODELS],
