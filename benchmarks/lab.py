@@ -108,9 +108,19 @@ class Lab:
             time.sleep(1.0)
         return round(time.monotonic() - start, 1), last
 
-    def start_server(self, name: str, kind: str, config: str, container: str = "") -> Server:
+    def start_server(
+        self,
+        name: str,
+        kind: str,
+        config: str,
+        container: str = "",
+        python_args: t.Sequence[str] = (),
+        code: str = "",
+    ) -> Server:
         """Start a jupyter_server with ``config`` (``kind``: ``tool`` or ``terminado`` says which
-        extension it loads; lagprobe is always loaded), in a home of its own; not yet ready."""
+        extension it loads; lagprobe is always loaded), in a home of its own; not yet ready.
+        ``python_args`` go to its interpreter before ``-m jupyter_server`` (a profiler);
+        ``code``, a directory holding another version of the package, runs that version."""
         home = self.tmp / name
         (home / "config").mkdir(parents=True)
         (home / "runtime").mkdir()
@@ -145,12 +155,15 @@ class Lab:
             JUPYTER_RUNTIME_DIR=str(home / "runtime"),
             JUPYTER_PLATFORM_DIRS="1",
             SHELL="/bin/sh",
-            PYTHONPATH=os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(HERE)])),
+            PYTHONPATH=os.pathsep.join(
+                filter(None, [code, os.environ.get("PYTHONPATH"), str(HERE)])
+            ),
         )
         log = (home / "server.log").open("wb")
         process = subprocess.Popen(
             [
                 sys.executable,
+                *python_args,
                 "-m",
                 "jupyter_server",
                 f"--config={home / 'jupyter_server_config.py'}",

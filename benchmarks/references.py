@@ -22,27 +22,33 @@ from lab import Lab, Server
 KEYS_ALL = ("tool", "local", "A", "B", "C")
 
 
+def tool_config(plan: Plan) -> str:
+    """The configuration of this project's server (Docker runtime) for ``plan``."""
+    ns = max(plan.scale_ns + plan.scale_ns_b)
+    return (
+        f"c.ToolTerminalApp.tool_types = {{{TOOL!r}: {{'shell': ['/bin/sh']}}}}\n"
+        f"c.ToolTerminalApp.owner = {OWNER!r}\n"
+        f"c.ToolTerminalApp.max_sessions = {ns + 50}\n"
+        f"c.ToolTerminalApp.max_sessions_per_user = {ns + 50}\n"
+        f"c.ToolTerminalApp.max_clients_per_user = {ns + 50}\n"
+        f"c.DockerRuntime.threads = 64\n" + plan.tool_config
+    )
+
+
 async def start_targets(
-    lab: Lab, plan: Plan, only: set[str]
+    lab: Lab, plan: Plan, only: set[str], tool_python_args: t.Sequence[str] = ()
 ) -> tuple[str, dict[str, Server], dict[str, Target]]:
     """Start the container and the servers of the paths in ``only``, and wait until every
     server answers. Returns the container's name (``""`` without a Docker path), the servers
-    and every target (C's too), by key."""
+    and every target (C's too), by key. ``tool_python_args`` go to this project's server's
+    interpreter (a profiler)."""
     # The local runtime and A need no engine: without the Docker paths, none is asked for.
     engine_needed = bool(only & {"tool", "B", "C", "hub"})
     container = await asyncio.to_thread(lab.container, "main") if engine_needed else ""
     ns = max(plan.scale_ns + plan.scale_ns_b)
     configs: dict[str, t.Callable[[], Server]] = {
         "tool": lambda: lab.start_server(
-            "tool",
-            "tool",
-            f"c.ToolTerminalApp.tool_types = {{{TOOL!r}: {{'shell': ['/bin/sh']}}}}\n"
-            f"c.ToolTerminalApp.owner = {OWNER!r}\n"
-            f"c.ToolTerminalApp.max_sessions = {ns + 50}\n"
-            f"c.ToolTerminalApp.max_sessions_per_user = {ns + 50}\n"
-            f"c.ToolTerminalApp.max_clients_per_user = {ns + 50}\n"
-            f"c.DockerRuntime.threads = 64\n" + plan.tool_config,
-            container,
+            "tool", "tool", tool_config(plan), container, tool_python_args
         ),
         "local": lambda: lab.start_server(
             "local",

@@ -37,9 +37,14 @@ READ_CHUNK = 64 * 1024
 #: one WebSocket frame for everything that arrived meanwhile) instead of one frame per piece of
 #: about 1 KiB the engine delivers; per-frame costs, on the server and in the browser, are what
 #: limit throughput. A flood is a read of at least ``COALESCE_BYTES``, or output that comes
-#: within ``FRAME_INTERVAL`` of a frame of that size; anything else goes out at once, so the
-#: echo of a fast typist's keystrokes (small frames in quick succession) is never held back.
+#: within ``FRAME_INTERVAL`` of a frame of that size, or the ``LINE_STREAK``-th read in a row of at
+#: least ``LINE_BYTES`` each within ``FRAME_INTERVAL`` of the frame before (a flood of short
+#: lines, which the engine hands over a few hundred bytes at a time); anything else goes out at
+#: once, so the echo of a fast typist's keystrokes (frames of a few bytes in quick succession)
+#: is never held back, nor an agent's command (the echo of the typed line, then its markers).
 COALESCE_BYTES = 1024
+LINE_BYTES = 64
+LINE_STREAK = 2
 FRAME_INTERVAL = 0.002
 #: Seconds between two reports of a session's activity to the server (its idle-culling clock):
 #: a flood of output costs one report per interval, not one per frame.
@@ -66,6 +71,20 @@ class TerminalClient(t.Protocol):
 
 #: What an observer's ``stdin`` and ``set_size`` frames are told.
 READ_ONLY = "This terminal is shared with you read-only: you cannot type or resize."
+
+
+def floods(size: int, since_last: float, last_size: int, streak: int) -> bool:
+    """Whether a read of ``size`` bytes, ``since_last`` seconds after a frame of ``last_size``
+    bytes, is part of a flood: its frame then waits for ``FRAME_INTERVAL`` and takes what comes
+    meanwhile (see ``COALESCE_BYTES``). ``streak``: how many reads in a row, this one
+    included, were of ``LINE_BYTES`` or more, each within ``FRAME_INTERVAL`` of the frame
+    before."""
+    if size >= COALESCE_BYTES:
+        return True
+    if since_last >= FRAME_INTERVAL:
+        return False
+    return last_size >= COALESCE_BYTES or streak >= LINE_STREAK
+
 
 #: Called with each piece of a session's output as it arrives (after the screen model got it),
 #: and once with ``None`` when the session ended. It must return quickly: it runs in the pump.
@@ -318,7 +337,7 @@ class ToolTerminal:
         decoder = self._decoder
         loop = asyncio.get_running_loop()
         last_frame = 0.0
-        last_frame_large = False
+        last_size = streak = 0
         in_flight: list[t.Awaitable[None]] = []
         try:
             while True:
@@ -331,10 +350,13 @@ class ToolTerminal:
                 finally:
                     self._pump_reading = False
                 since_last = loop.time() - last_frame
-                flooding = len(data) >= COALESCE_BYTES or (
-                    last_frame_large and since_last < FRAME_INTERVAL
-                )
-                if data and flooding and len(data) < READ_CHUNK:
+                quick_line = len(data) >= LINE_BYTES and since_last < FRAME_INTERVAL
+                streak = streak + 1 if quick_line else 0
+                if (
+                    data
+                    and len(data) < READ_CHUNK
+                    and floods(len(data), since_last, last_size, streak)
+                ):
                     # What the engine sends meanwhile waits in the kernel, to be read at once
                     # and sent as the next frame. (A full read means more is already waiting:
                     # waiting for it would cap a flood at READ_CHUNK per FRAME_INTERVAL.)
@@ -350,7 +372,7 @@ class ToolTerminal:
                 if in_flight:
                     await asyncio.gather(*in_flight, return_exceptions=True)
                 last_frame = loop.time()
-                last_frame_large = len(data) >= COALESCE_BYTES
+                last_size = len(data)
                 text = decoder.decode(data, final=not data)
                 in_flight = []
                 if text:

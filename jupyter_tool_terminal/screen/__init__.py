@@ -50,6 +50,7 @@ class ScreenModels:
     ) -> None:
         #: The model class (an unknown or missing backend fails here, at start-up).
         self.model_class = model_class(backend)
+        self.model_class.prepare()
         self.backend = self.model_class.backend
         self.budget = ScreenBudget(memory_limit, log) if memory_limit is not None else None
 

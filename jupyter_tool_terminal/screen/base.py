@@ -23,6 +23,8 @@ import time
 import typing as t
 
 from .scheduler import (
+    BUSY_QUEUE,
+    BUSY_QUIET_TIME,
     MODEL_CPU_BURST,
     MODEL_CPU_SHARE,
     QUIET_TIME,
@@ -107,6 +109,11 @@ class ScreenModel:
         self._budget = budget
         self.closed = False
         self._open_emulator(min(rows, MAX_MODEL_ROWS), min(cols, MAX_MODEL_COLS))
+
+    @classmethod
+    def prepare(cls) -> None:
+        """Do, once per process, what the first model would otherwise do when its session
+        opens (called when the server starts)."""
 
     # -- what a backend provides ------------------------------------------------------------
 
@@ -249,14 +256,21 @@ class ScreenModel:
 
     # -- working the queue off ---------------------------------------------------------------
 
+    @property
+    def quiet_time(self) -> float:
+        """How long (seconds) output must pause before what is queued is fed to the emulator:
+        longer while much is queued (see ``BUSY_QUIET_TIME``)."""
+        return BUSY_QUIET_TIME if self._queued >= BUSY_QUEUE else QUIET_TIME
+
     def _quiet_check(self) -> None:
         self._timer = None
         if self.closed:
             return
         waited = time.monotonic() - self._last_feed
-        if waited < QUIET_TIME:
+        quiet = self.quiet_time
+        if waited < quiet:
             loop = asyncio.get_running_loop()
-            self._timer = loop.call_later(QUIET_TIME - waited, self._quiet_check)
+            self._timer = loop.call_later(quiet - waited, self._quiet_check)
         else:
             _scheduler().want(self)
 
@@ -298,7 +312,7 @@ class ScreenModel:
                     continue
                 catching_up = time.monotonic() < self._catch_up_until
                 if self._queue and (catching_up or not self._waiting):
-                    if not self._waiting and time.monotonic() - self._last_feed < QUIET_TIME:
+                    if not self._waiting and time.monotonic() - self._last_feed < self.quiet_time:
                         return False  # output resumed: wait for the next pause (feed set a timer)
                     self._feed_one()
                     fed = True

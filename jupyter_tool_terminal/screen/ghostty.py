@@ -175,6 +175,29 @@ class GhosttyScreenModel(ScreenModel):
     backend = "pyghostty"
     slice_chars = SLICE_BYTES // 4
     session_share_mib = 40  # (its measured worst case, 28.5-34.5 MiB, fits)
+    _prepared: t.ClassVar[bool] = False
+
+    @classmethod
+    def prepare(cls) -> None:
+        """Make and use a terminal once: cffi parses the C declarations of what a terminal
+        uses when it is first used (180 ms here for its construction, the event loop held, and
+        more for the first render, in the worker thread but holding the interpreter lock),
+        which would otherwise be the first session's open and its first reattach, with every
+        other user's echo waiting."""
+        if cls._prepared:
+            return
+        term = Terminal(24, 80, 1)
+        try:
+            term.feed(b"\x1b[1mx\r\n")
+            _ = (term.cursor, term.pending_wrap, term.alternate, term.scrollback_rows)
+            _ = (term.mode(_ORIGIN_MODE), term.title, term.text(), term.pen())
+            term.format(term.selection(None, active_only=True), modes=True)
+            term.format(term.selection(0), modes=False, cursor=False, unwrap=False)
+            term.resize(term.rows + 1, term.cols + 1)
+            term.set_scrollback(0)
+        finally:
+            term.close()
+        cls._prepared = True
 
     def _open_emulator(self, rows: int, cols: int) -> None:
         self._term = Terminal(rows, cols, self.scrollback_lines)

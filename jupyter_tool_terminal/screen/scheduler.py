@@ -30,6 +30,13 @@ MODEL_CPU_SHARE = 0.25
 MODEL_CPU_BURST = 0.5
 #: Output must pause this long (seconds) before queued output is fed to the model.
 QUIET_TIME = 0.05
+#: With at least ``BUSY_QUEUE`` characters queued, output must pause ``BUSY_QUIET_TIME``: a
+#: build log or a flood that pauses briefly (a compiler between two files) is then worked off
+#: once it ends, and of a long one only the last ``replay_buffer_size`` characters are emulated
+#: (the rest could only have scrolled out of the scrollback). Emulating every burst of a paced
+#: log cost the server more CPU per MB than all the rest of the output path.
+BUSY_QUEUE = 32 * 1024
+BUSY_QUIET_TIME = 0.5
 
 #: Work done in units: a generator yields between units (``None``, or a future when the unit
 #: runs elsewhere: the model waits for it) and returns its result at the end.

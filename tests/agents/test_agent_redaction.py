@@ -10,7 +10,7 @@ import typing as t
 import pytest
 
 from jupyter_tool_terminal.agents.shell import MARKER_OSC, _Run
-from jupyter_tool_terminal.redaction import CONCEALED, REDACTED, Redactor
+from jupyter_tool_terminal.redaction import CONCEALED, REDACTED, Concealer, Redactor
 from jupyter_tool_terminal.screen import BACKENDS, model_class
 
 from ..conftest import TOOL_TYPES, Api, InstanceFactory
@@ -71,6 +71,19 @@ async def test_concealed_text_on_the_screen_reads_blank_as_the_person_sees_it(
     assert lines[1].rstrip() == " " * (4 + len(" hidden")) + " end grey"
     assert lines[2].rstrip() == "plain"
     model.close()
+
+
+def test_a_coloured_log_passes_the_concealer_as_it_is() -> None:
+    """Every character of an agent's output passes the concealer: a coloured build log, with
+    no concealed text in it, is given back as it is, without being taken apart at each
+    colour (that cost more than the rest of the agent's output path); colour 8 of the
+    256-colour palette is no concealing."""
+    concealer = Concealer()
+    log = "".join(f"\x1b[32m[ OK ]\x1b[0m \x1b[1mCC\x1b[0m file_{n}.c\r\n" for n in range(100))
+    assert concealer.feed(log) is log
+    grey = "\x1b[38;5;8mgrey\x1b[0m text"
+    assert concealer.feed(grey) == grey
+    assert concealer.feed("\x1b[8msecret\x1b[0m shown") == f"\x1b[8m{CONCEALED}\x1b[0m shown"
 
 
 @pytest.fixture

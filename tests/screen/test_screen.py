@@ -7,9 +7,12 @@ import contextlib
 import gc
 import json
 import logging
+import os
+import subprocess
 import sys
 import time
 import tracemalloc
+from pathlib import Path
 
 import pyte
 import pytest
@@ -22,6 +25,7 @@ from jupyter_tool_terminal.screen import (
     model_class,
 )
 from jupyter_tool_terminal.screen.base import MAX_MODEL_COLS, MAX_MODEL_ROWS
+from jupyter_tool_terminal.screen.scheduler import BUSY_QUEUE, BUSY_QUIET_TIME, QUIET_TIME
 
 from ..conftest import wait_until
 
@@ -233,6 +237,80 @@ async def test_queued_output_is_worked_off_once_output_pauses(backend: str) -> N
     await wait_until(worked_off)
     assert model.display()[0].startswith("hello")
     model.close()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_paced_log_is_emulated_once_it_ends_not_at_every_pause(backend: str) -> None:
+    """A build log comes in bursts with short pauses: emulating every burst cost the server
+    more CPU per MB than all the rest of the output path. With much queued, the model waits
+    for a longer pause, so that of a long log only its end is emulated; a prompt or a
+    keystroke's echo (little queued) is still worked off after a short one."""
+    model = _backend_model(backend)
+    model.feed("$ ")
+    assert model.quiet_time == QUIET_TIME
+    burst = "".join(f"\x1b[32m[ OK ]\x1b[0m CC src/file_{n}.c\r\n" for n in range(1200))
+    model.feed(burst)
+    assert model.queued >= BUSY_QUEUE
+    assert model.quiet_time == BUSY_QUIET_TIME
+    # A pause longer than a short one but shorter than that (the feed's time moved back, not
+    # waited for) starts no emulating: still all queued.
+    model._last_feed -= (QUIET_TIME + BUSY_QUIET_TIME) / 2
+    assert not model.step(time.perf_counter() + 1.0)
+    assert model.queued == len(burst) + 2
+    snapshot = await model.snapshot()
+    assert "file_1199.c" in snapshot
+    assert model.quiet_time == QUIET_TIME
+    model.close()
+
+
+_PREPARED_MODELS = """
+import asyncio
+import pycparser
+from jupyter_tool_terminal.screen import ScreenModels
+
+models = ScreenModels("pyghostty")  # (what the server makes when it starts)
+
+
+def refuse(*args, **kwargs):
+    raise AssertionError("C declarations parsed while a session was open")
+
+
+pycparser.CParser.parse = refuse
+
+
+async def session():
+    model = models.new(scrollback_lines=500, replay_buffer_size=1 << 18)
+    model.feed("\\x1b]2;title\\x07\\x1b[32mhello\\x1b[0m\\r\\n" * 100)
+    model.resize(30, 100)
+    assert "hello" in await model.snapshot()
+    model.feed("\\x1b[?1049hfull screen")
+    assert "full screen" in await model.snapshot()
+    model.close()
+
+
+asyncio.run(session())
+"""
+
+
+def test_the_first_session_finds_its_emulator_prepared() -> None:
+    """cffi parses the C declarations pyghostty uses when they are first used: 180 ms of
+    the event loop for the first model of a process, more for its first render (in the
+    worker thread, the interpreter lock held), which was the first session's open with
+    every other user's echo waiting. The server prepares the emulator when it starts: a
+    session, from its open to a reattach on the alternate screen, then parses nothing."""
+    pytest.importorskip("pyghostty")
+    # (the checkout's package, wherever this test file lies in tests/)
+    repo = str(next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists()))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([repo, os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, "-c", _PREPARED_MODELS],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "parsed" not in done.stderr, done.stderr[-2000:]
 
 
 def _distinct_cell(y: int, x: int, data: str) -> pyte.screens.Char:

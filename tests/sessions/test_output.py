@@ -12,6 +12,7 @@ import typing as t
 import psutil
 
 from jupyter_tool_terminal.app import ToolTerminalApp
+from jupyter_tool_terminal.session import COALESCE_BYTES, FRAME_INTERVAL, floods
 
 from ..conftest import ALICE, Api, InstanceFactory, both_runtimes, rss_mib, wait_until
 from ..support.terminal_client import RawTerminalClient
@@ -170,6 +171,26 @@ async def test_output_is_encoded_once_for_every_client(
     # The very same encoded frame went to both: one JSON and UTF-8 encode per frame.
     assert all(a is b for a, b in zip(live, second.frames[-len(live) :], strict=True))
     assert b"once" in b"".join(live)
+
+
+def test_a_flood_of_short_lines_waits_for_the_frame_interval_and_echo_does_not() -> None:
+    """``yes`` through the engine arrives in pieces of a few hundred bytes: a frame per piece
+    cost the server more CPU than all the rest of the flood (one JSON encode, one WebSocket
+    write and a wake-up of the browser each), so pieces that follow each other closely go out
+    together. A typist's echo, a few bytes a frame, never waits; nor does an agent's short
+    command (the echo of its typed line, then its markers and the prompt)."""
+    soon = FRAME_INTERVAL / 4
+    # The engine's pieces of a flood of two-byte lines, the third in a row.
+    assert floods(420, soon, 380, 2)
+    # Pieces of 1 KiB and more, or right after one.
+    assert floods(COALESCE_BYTES, 1.0, 0, 0)
+    assert floods(3, soon, COALESCE_BYTES, 0)
+    # Keystrokes' echo, however fast the typist; a line after a pause.
+    assert not floods(1, soon, 1, 0)
+    assert not floods(5, soon, 420, 0)
+    assert not floods(420, FRAME_INTERVAL, 420, 0)
+    # An agent's `true`: the markers and the prompt right after the typed line's echo.
+    assert not floods(72, soon, 150, 1)
 
 
 @both_runtimes
