@@ -423,11 +423,14 @@ def runtime_calls(
     tool_app: ToolTerminalApp, monkeypatch: pytest.MonkeyPatch
 ) -> t.Callable[[str], list[tuple[t.Any, ...]]]:
     """Record the calls of one of the runtime's async methods (they still run): returns the
-    list the arguments of each call go to."""
+    list the arguments of each call go to. A method the runtime does not have is recorded on
+    its one engine's runtime (``DockerRuntime.default_engine``: the engine API's ``call``)."""
 
     def record(method: str) -> list[tuple[t.Any, ...]]:
-        runtime = tool_app.tool_runtime
+        runtime: t.Any = tool_app.tool_runtime
         assert runtime is not None
+        if not hasattr(runtime, method):
+            runtime = runtime.default_engine
         calls: list[tuple[t.Any, ...]] = []
         real = getattr(runtime, method)
 
