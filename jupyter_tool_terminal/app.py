@@ -49,7 +49,7 @@ from .redaction import Redactor
 from .runtime import RuntimeUnavailable, ToolRuntime
 from .runtime.docker import DockerRuntime
 from .runtime.local import LocalRuntime
-from .screen import BACKENDS, ScreenModels, model_class
+from .screen import BACKENDS, ScreenModels
 from .settings import forward_moved, moved, rename, renamed
 from .setup_status import (
     LOCAL_SECTION,
@@ -133,16 +133,15 @@ class ToolTerminalApp(ExtensionApp):
     ).tag(config=True)
 
     screen_memory_limit = Float(
+        None,
+        allow_none=True,
         help="""MiB all the sessions' screen models may use together (estimated). Past it,
         the models with no recent output, largest first, drop their scrollback and keep none
-        (a client attaching to them gets only the visible screen), logged once. Default:
-        `max_sessions` times the largest model with a full scrollback of the chosen emulator
-        (pyghostty), or 8 MiB a session (pyte, whose largest model is much larger).""",
+        (a client attaching to them gets only the visible screen), logged once. Default
+        (unset): `ToolTerminalManager.max_sessions` times the largest model with a full
+        scrollback of the chosen emulator (pyghostty), or 8 MiB a session (pyte, whose
+        largest model is much larger).""",
     ).tag(config=True)
-
-    @default("screen_memory_limit")
-    def _default_screen_memory_limit(self) -> float:
-        return float(self.max_sessions * model_class(self.screen_model).session_share_mib)
 
     max_message_size = Integer(
         1024 * 1024,
@@ -404,13 +403,12 @@ class ToolTerminalApp(ExtensionApp):
             self._agents_only_on_an_origin_of_their_own()
         # Set as `c.ToolTerminalApp.NAME`, a moved setting wins over its new name.
         forward_moved(self)
+        screens = ScreenModels(self.screen_model, log=self.log)
         self.session_manager = self.manager_class(
             parent=self,
             runtime=self.tool_runtime,
             tool_types=tool_types,
-            screens=ScreenModels(
-                self.screen_model, int(self.screen_memory_limit * 2**20), log=self.log
-            ),
+            screens=screens,
             log=self.log,
             recorder=Recorder(
                 parent=self,
@@ -424,6 +422,7 @@ class ToolTerminalApp(ExtensionApp):
             on_activity=self._record_activity,
             user_directory=user_directory,
         )
+        screens.limit_memory(int(self._screen_memory_limit(self.session_manager) * 2**20))
         self.file_transfers = FileTransfers(parent=self, manager=self.session_manager, log=self.log)
         self.agents = make_agents(
             manager=self.session_manager,
@@ -445,6 +444,13 @@ class ToolTerminalApp(ExtensionApp):
             log=self.log,
         )
         self.handover.prepare()
+
+    def _screen_memory_limit(self, manager: ToolTerminalManager) -> float:
+        """``screen_memory_limit`` (MiB), by default ``manager``'s ``max_sessions`` shares:
+        the manager's, which holds whichever name the configuration set it by."""
+        if self.screen_memory_limit is not None:
+            return self.screen_memory_limit
+        return manager.max_sessions * manager.screens.model_class.session_share_mib
 
     def _agents_only_on_an_origin_of_their_own(self) -> None:
         """Turn agents off in a Hub service whose origin every user's server shares (issue

@@ -328,7 +328,6 @@ class Recorder(LoggingConfigurable):
             _UNSAFE_NAME.sub("-", part)[:64]
             for part in (owner, instance, session_id, started.strftime("%Y%m%dT%H%M%SZ"))
         )
-        path = Path(self.directory) / f"{name}.cast"
         header = {
             "version": 2,
             "width": cols,
@@ -340,8 +339,7 @@ class Recorder(LoggingConfigurable):
         }
         encoded = (json.dumps(header) + "\n").encode("utf-8")
         try:
-            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            path, descriptor = _create_new(Path(self.directory), name)
             file = os.fdopen(descriptor, "wb")
             file.write(encoded)
             file.flush()
@@ -362,6 +360,25 @@ class Recorder(LoggingConfigurable):
         )
         recording.header_written(len(encoded))
         return recording
+
+
+#: How many names a recording tries (``NAME.cast``, ``NAME-2.cast``...) before it fails.
+MAX_NAME_TRIES = 100
+
+
+def _create_new(directory: Path, name: str) -> tuple[Path, int]:
+    """A file of its own for a recording named ``name``, created (``O_EXCL``) in
+    ``directory``, and its descriptor. A session taken over goes on recording under its own
+    id, maybe in the second its last recording started: ``NAME-2``, ``NAME-3``... then."""
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for number in range(1, MAX_NAME_TRIES + 1):
+        path = directory / (f"{name}.cast" if number == 1 else f"{name}-{number}.cast")
+        try:
+            return path, os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            continue
+    msg = f"{MAX_NAME_TRIES} recordings named {name} exist in {directory}"
+    raise FileExistsError(msg)
 
 
 def _header(path: Path) -> dict[str, t.Any] | None:

@@ -305,9 +305,15 @@ class SessionRegistry(LoggingConfigurable):
         return session
 
     def _new_session(
-        self, owner: str, username: str, instance: Instance, tool: ToolType
+        self,
+        owner: str,
+        username: str,
+        instance: Instance,
+        tool: ToolType,
+        session_id: str | None = None,
     ) -> ToolTerminal:
         return ToolTerminal(
+            session_id=session_id,
             owner=owner,
             username=username,
             instance=instance,
@@ -406,7 +412,10 @@ class SessionRegistry(LoggingConfigurable):
     ) -> ToolTerminal:
         """Go on with a predecessor's session (see :meth:`ToolTerminal.adopt`); it waits for its
         clients to reconnect (:data:`HANDOVER_RECONNECT` or ``disconnect_grace``)."""
-        session = self._new_session(state["owner"], state["username"], instance, tool)
+        # Made with its id, so that its recording (started before it goes on) is named by it.
+        session = self._new_session(
+            state["owner"], state["username"], instance, tool, session_id=state["id"]
+        )
         session.agent = state.get("agent")
         await session.start_recording()
         session.adopt(state, screen, channel)

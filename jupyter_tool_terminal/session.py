@@ -123,8 +123,11 @@ class ToolTerminal:
         log: logging.Logger,
         on_activity: t.Callable[[str, datetime.datetime], None] | None = None,
         recorder: Recorder | None = None,
+        session_id: str | None = None,
     ) -> None:
-        self.id = secrets.token_urlsafe(24)
+        """``session_id``: the id of a session taken over from a predecessor (see
+        :meth:`adopt`), which its recording is named by too; a new session gets a new one."""
+        self.id = session_id or secrets.token_urlsafe(24)
         self.owner = owner
         #: The Jupyter username that opened the session (for the audit log).
         self.username = username
@@ -235,7 +238,8 @@ class ToolTerminal:
 
     def start_at(self, rows: int, cols: int) -> None:
         """Start the shell at this size (before :meth:`start`: the size the panel that opens
-        the session has), rather than at the engine's 24x80 until a client's first resize."""
+        the session has), rather than at the engine's 24x80 until a client's first resize; a
+        session taken over (:meth:`adopt`) goes on at its size."""
         self.shell_size = clamp_size(rows, cols)
         self.screen.resize(*self.shell_size)
         if self.recording is not None:
@@ -679,8 +683,8 @@ class ToolTerminal:
 
     def adopt(self, state: t.Mapping[str, t.Any], screen: str, channel: ShellChannel) -> None:
         """Go on with a predecessor's session (``state`` from :meth:`handover_state`) whose
-        shell is ``channel`` and whose screen was ``screen``."""
-        self.id = state["id"]
+        shell is ``channel`` and whose screen was ``screen``; the session was made with its id
+        (``session_id``), and its recording, if any, started."""
         self.created = datetime.datetime.fromtimestamp(state["created"], datetime.timezone.utc)
         self.last_activity = datetime.datetime.fromtimestamp(
             state["last_activity"], datetime.timezone.utc
@@ -688,8 +692,9 @@ class ToolTerminal:
         # The idle timeout goes on counting from the last activity, not from the hand-over.
         self.last_activity_monotonic -= max(time.time() - state["last_activity"], 0.0)
         self.observers = list(state["observers"])
-        rows, cols = state["size"]
-        self.screen.resize(rows, cols)
+        # The screen, the recording (a new file, started at 24x80) and a reset's shell go on
+        # at the session's size.
+        self.start_at(*state["size"])
         self.screen.feed(screen)
         self._decoder.decode(bytes.fromhex(state["undecoded"]))
         self._channel = channel

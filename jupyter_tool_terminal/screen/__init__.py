@@ -52,7 +52,14 @@ class ScreenModels:
         self.model_class = model_class(backend)
         self.model_class.prepare()
         self.backend = self.model_class.backend
+        self._log = log
         self.budget = ScreenBudget(memory_limit, log) if memory_limit is not None else None
+
+    def limit_memory(self, memory_limit: int) -> None:
+        """Bound the memory the models made from now on share to ``memory_limit`` bytes
+        (before the first: the server sets it once its registry, whose ``max_sessions`` the
+        default follows, exists)."""
+        self.budget = ScreenBudget(memory_limit, self._log)
 
     def new(self, *, scrollback_lines: int, replay_buffer_size: int) -> ScreenModel:
         """A model for a new session's terminal."""

@@ -12,6 +12,7 @@ server serving everything.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import subprocess
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import docker
 import pytest
+from tornado.httpclient import AsyncHTTPClient
 
 from jupyter_tool_terminal.app import ToolTerminalApp
 from jupyter_tool_terminal.handover import FAILED, Successor
@@ -98,6 +100,49 @@ async def test_a_take_over_keeps_the_shell_its_programs_and_its_screen(
         processes = await wait_for_processes(container, BASE_PROCESSES, timeout=10)
         assert set(processes) <= BASE_PROCESSES, processes
         assert await asyncio.to_thread(_running_execs, container) == []
+
+
+async def _recordings(server: ServerProcess) -> list[dict[str, t.Any]]:
+    """``GET /tool-terminal/api/recordings`` of ``server``: dana's recordings, newest first."""
+    response = await AsyncHTTPClient().fetch(
+        f"{server.base}/tool-terminal/api/recordings", headers=server.headers
+    )
+    listed: list[dict[str, t.Any]] = json.loads(response.body)
+    return listed
+
+
+async def test_a_recorded_session_taken_over_is_recorded_on_under_its_own_id(
+    make_instance: InstanceFactory, tmp_path: Path
+) -> None:
+    container = make_instance(owner="dana")
+    folder = tmp_path / "server"
+    recorded = {
+        "tool_types": {"sandbox": {"record": True}},
+        "recording_dir": str(tmp_path / "recordings"),
+    }
+    with running_servers() as servers:
+        old = await add_server(servers, folder, **recorded)
+        session, term = await old.terminal(container.name)
+        assert "before-42" in await term.run("echo before-$((6 * 7))")
+        new = await _successor(servers, folder, old, **recorded)
+        await term.wait_closed(timeout=60)
+        assert await asyncio.to_thread(old.process.wait, 30) == 0
+        await new.wait_ready()
+        again = await new.connect(session["id"])
+        assert "after-33" in await again.run("echo after-$((30 + 3))")
+        assert await new.delete_session(session["id"]) == 204
+
+        # Two recordings, the predecessor's and the successor's, both of the session the user
+        # knows (in the listing and in the file's name); the successor's goes on after it.
+        listed = await _recordings(new)
+        assert [item["session"] for item in listed] == [session["id"]] * 2, listed
+        assert all(session["id"] in item["id"] for item in listed), listed
+        later = tmp_path / "recordings" / f"{listed[0]['id']}.cast"
+
+        async def recorded_on() -> bool:
+            return "after-33" in await asyncio.to_thread(later.read_text)
+
+        await wait_until(recorded_on, timeout=30)
 
 
 async def test_a_refused_take_over_leaves_the_old_server_serving(

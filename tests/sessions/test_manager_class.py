@@ -78,6 +78,27 @@ class TestSettings:
         assert not any("max_observers" in message for message in warned)
 
 
+@pytest.mark.parametrize("runtime_name", ["local"])
+@pytest.mark.parametrize("section", ["ToolTerminalManager", "ToolTerminalApp"])
+class TestScreenMemoryLimit:
+    """The default ``screen_memory_limit`` is ``max_sessions`` sessions' shares, whichever
+    name set ``max_sessions`` (its own, ``c.ToolTerminalManager``, or the app's old one)."""
+
+    @pytest.fixture
+    def jp_server_config(self, jp_server_config: Config, section: str) -> Config:
+        jp_server_config[section].max_sessions = 3
+        return jp_server_config
+
+    def test_its_default_follows_max_sessions(self, tool_app: ToolTerminalApp) -> None:
+        manager = tool_app.session_manager
+        assert manager is not None
+        assert manager.max_sessions == 3
+        budget = manager.screens.budget
+        assert budget is not None
+        share = manager.screens.model_class.session_share_mib
+        assert budget.limit == int(3 * share * 2**20)
+
+
 def _warnings(log: t.Any, action: t.Callable[[], object]) -> list[str]:
     """The warnings ``log`` gets while ``action`` runs (the app's log does not propagate)."""
     handler = logging.handlers.BufferingHandler(1000)

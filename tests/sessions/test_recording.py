@@ -18,7 +18,7 @@ import pytest
 from asciinema.asciicast import open_from_url
 
 from jupyter_tool_terminal.app import ToolTerminalApp
-from jupyter_tool_terminal.recording import MAX_QUEUED, Recorder, Recording
+from jupyter_tool_terminal.recording import MAX_QUEUED, Recorder, Recording, list_recordings
 from jupyter_tool_terminal.redaction import (
     HOLD_SECONDS,
     REDACTED,
@@ -313,6 +313,22 @@ async def test_a_token_typed_on_a_line_the_shell_wraps_is_redacted(
     assert _leaks(FAKE_GITHUB_TOKEN, _visible(output)) == [], output
     assert REDACTED in output
     assert output.endswith(" end\r\n" + echo[-1].removeprefix("\r\n"))
+
+
+async def test_one_sessions_recordings_started_in_the_same_second_are_two_files(
+    tmp_path: Path,
+) -> None:
+    """A session taken over goes on in a new recording under its own id, which may start in
+    the second its first one did: each is a file of its own, both listed with the session."""
+    # Three started at once: at least two of them in the same second.
+    recordings = [_recording(tmp_path) for _ in range(3)]
+    for recording in recordings:
+        await asyncio.wrap_future(recording.close())
+    names = sorted(recording.path.stem for recording in recordings)
+    assert len(set(names)) == 3, names
+    listed = list_recordings(tmp_path, "alice")
+    assert sorted(item["id"] for item in listed) == names
+    assert [item["session"] for item in listed] == ["s"] * 3
 
 
 async def test_typed_input_is_redacted_as_one_line(tmp_path: Path) -> None:
