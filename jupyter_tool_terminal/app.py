@@ -431,8 +431,10 @@ class ToolTerminalApp(ExtensionApp):
             parent=self,
             log=self.log,
         )
-        if self.agents_enabled:
-            self.agents.jupyter_ai.start()
+        if self.agents_enabled and self.agents.jupyter_ai.wanted:
+            from .acp.personas import give_tool_terminals  # noqa: PLC0415 (needs Jupyter AI)
+
+            self.agents.jupyter_ai.start(give_tool_terminals)
         assert self.serverapp is not None
         self.handover = Handover(
             parent=self,

@@ -14,6 +14,9 @@ import typing as t
 from traitlets import List, Unicode
 from traitlets.config import LoggingConfigurable
 
+#: Gives personas (by entry-point name) the tool-terminal client; returns what undoes it.
+GiveToolTerminals = t.Callable[[list[str], t.Any], t.Callable[[], None]]
+
 #: ``personas`` entry that stands for every ACP persona.
 EVERY_PERSONA = "*"
 
@@ -53,13 +56,17 @@ class JupyterAiAgents(LoggingConfigurable):
         else:
             self._chosen[owner] = instance
 
-    def start(self) -> None:
-        """Give the configured personas the tool-terminal client, where Jupyter AI is."""
-        if not self.personas or importlib.util.find_spec("jupyter_ai_acp_client") is None:
-            return
-        from ..acp.personas import give_tool_terminals  # noqa: PLC0415 (needs Jupyter AI)
+    @property
+    def wanted(self) -> bool:
+        """Whether personas are to get the tool-terminal client: some are configured and
+        Jupyter AI's ACP client is installed."""
+        return bool(self.personas) and importlib.util.find_spec("jupyter_ai_acp_client") is not None
 
-        self._undo = give_tool_terminals(self.personas, self.log)
+    def start(self, give: GiveToolTerminals) -> None:
+        """Give the configured personas the tool-terminal client with ``give``
+        (:func:`jupyter_tool_terminal.acp.personas.give_tool_terminals`: the application
+        passes it, as the layer above both, so that this module needs nothing of Jupyter AI)."""
+        self._undo = give(list(self.personas), self.log)
 
     def stop(self) -> None:
         """Give the personas their own clients back."""

@@ -221,6 +221,8 @@ def _service_children(hub: Hub) -> list[int]:
     return [int(entry.name) for entry in processes if _parent_of(entry) in services]
 
 
+# (Logging in to the service needs its engine: without one it answers 503.)
+@pytest.mark.docker
 @pytest.mark.parametrize("by_token", [False, True], ids=["cookie", "token"])
 async def test_everything_but_tool_terminals_is_refused_and_nothing_starts(
     hub: Hub, alice: Browser, by_token: bool
@@ -524,6 +526,7 @@ async def test_stopping_the_users_server_leaves_her_tool_terminal_open(
     term.ws.close()
 
 
+@pytest.mark.docker  # (logs in to the service, which needs its engine)
 @pytest.mark.timeout(300)
 async def test_on_a_hub_without_subdomains_no_page_of_the_origin_makes_agents(hub: Hub) -> None:
     """Issue 30.6. This Hub gives users no subdomains: every user's server is served at the
