@@ -9,8 +9,9 @@
 #   lint mypy shellcheck pytest acp frontend packaging wheel browser hub-browser binder docs benchmark
 # e.g. `bash scripts/test.sh pytest docs`.
 # What waits for the network, and the stages that compute nothing timed, run beside the long
-# pytest stage (installs, the frontend's checks, the wheel, the docs); timed stages (browser,
-# benchmark) run alone.
+# pytest stage (installs, mypy, the frontend's checks, the wheel, the docs; the Jupyter AI tier
+# and the browser test through JupyterHub once the Docker tier is done); the timed stages
+# (browser, benchmark) run alone.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -192,9 +193,10 @@ pytest_stage() {
   else
     "${pytest[@]}" -m "hub and docker" || status=1
   fi
-  # The Jupyter AI tier's tests (on this engine too) while the other lane ends: a stage of its
-  # own in the table.
+  # The Jupyter AI tier's tests and the browser test through JupyterHub (on this engine too,
+  # the Hub on free ports) while the other lane ends: stages of their own in the table.
   if wants acp; then logged acp acp_stage; fi
+  if wants hub-browser; then logged hub-browser bash scripts/test-browser-hub.sh; fi
   wait "$lane" || status=1
   printf '\n== pytest, the engine-free tier (-m "not docker", no engine reachable)\n'
   cat "$lane_log"
@@ -237,7 +239,6 @@ if wants lint; then
   stage "ruff check" ruff check .
   stage "ruff format --check" ruff format --check .
 fi
-if wants mypy; then stage "mypy (strict)" mypy; fi
 if wants shellcheck; then stage "shellcheck (the reaper's script)" shellcheck_stage; fi
 # The node packages first: the frontend's checks run jlpm too, and two at once share its cache.
 node_packages_status=0
@@ -246,13 +247,15 @@ waited node-packages || node_packages_status=1
 # nothing. The docs build in their own environment (.venv-docs): installing into the project's
 # would change it under the running tests.
 checks_beside() {
+  if wants mypy; then logged mypy mypy; fi
   if wants frontend; then logged frontend bash scripts/test-frontend.sh; fi
   if wants wheel; then logged wheel bash scripts/check-wheel.sh; fi
   if wants docs; then logged docs bash scripts/docs.sh; fi
 }
 checks_beside &
-for key in frontend wheel docs; do job_pids[$key]=$!; done
+for key in mypy frontend wheel docs; do job_pids[$key]=$!; done
 if wants pytest; then stage "pytest (real Docker Engine, real jupyter_server)" pytest_stage; fi
+if wants mypy; then joined mypy "mypy (strict)"; fi
 acp_name="Jupyter AI tier: beside jupyter-ai 3.2.0 (mcp 1.x), MCP and ACP tests"
 if wants acp && wants pytest; then
   joined acp "$acp_name"
@@ -265,8 +268,11 @@ if wants packaging; then
 fi
 if wants wheel; then joined wheel "packaging: the wheel, installed into a fresh environment"; fi
 if wants browser; then stage "browser end-to-end test (Debian chromium)" browser_stage; fi
-if wants hub-browser; then
-  stage "browser test through JupyterHub (service mode, Debian chromium)" bash scripts/test-browser-hub.sh
+hub_browser_name="browser test through JupyterHub (service mode, Debian chromium)"
+if wants hub-browser && wants pytest; then
+  joined hub-browser "$hub_browser_name"
+elif wants hub-browser; then
+  stage "$hub_browser_name" bash scripts/test-browser-hub.sh
 fi
 if wants binder; then
   stage "Binder demo: binder/ in a fresh environment, no Docker, contract and browser" binder_stage
