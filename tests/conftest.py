@@ -357,11 +357,17 @@ def container_processes(container: t.Any) -> list[str]:
         titles = titles[0].split()
         rows = [row[0].split(None, len(titles) - 1) for row in rows]
     index = titles.index("COMMAND") if "COMMAND" in titles else -1
-    # (Some engines' `ps` cuts long lines: a lease's may end anywhere after the reaper's part.)
-    return [
-        LEASE_PROCESS if row[index].startswith(f"{_REAPER_PROCESS} ") else row[index]
-        for row in rows
-    ]
+    # (`ps` cuts long lines at its width, 80 columns where the engine runs it without a
+    # terminal: a lease's line may end anywhere, even inside the reaper's title.)
+    return [LEASE_PROCESS if _is_lease_line(row[index]) else row[index] for row in rows]
+
+
+def _is_lease_line(line: str) -> bool:
+    """Whether a line of `ps` is a lease's, whole or cut at any point after its first words."""
+    reaper = f"{_REAPER_PROCESS} "
+    return line.startswith(reaper) or (
+        len(line) >= len("/bin/sh -c : ") + 20 and reaper.startswith(line)
+    )
 
 
 def _local_processes(root: Path) -> list[str]:
