@@ -10,8 +10,7 @@
 # e.g. `bash scripts/test.sh pytest docs`.
 # What waits for the network, and the stages that compute nothing timed, run beside the long
 # pytest stage (installs, mypy, the frontend's checks, the wheel, the docs; the Jupyter AI tier
-# and the browser test through JupyterHub once the Docker tier is done); the timed stages
-# (browser, benchmark) run alone.
+# once the Docker tier is done); the timed stages (browser, benchmark) run alone.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -193,10 +192,10 @@ pytest_stage() {
   else
     "${pytest[@]}" -m "hub and docker" || status=1
   fi
-  # The Jupyter AI tier's tests and the browser test through JupyterHub (on this engine too,
-  # the Hub on free ports) while the other lane ends: stages of their own in the table.
+  # The Jupyter AI tier's tests (on this engine too) while the other lane ends: a stage of its
+  # own in the table. (The browser test through JupyterHub ran here too once, and its observer
+  # dialog timed out beside the other lane's Hub tier: it runs alone, after.)
   if wants acp; then logged acp acp_stage; fi
-  if wants hub-browser; then logged hub-browser bash scripts/test-browser-hub.sh; fi
   wait "$lane" || status=1
   printf '\n== pytest, the engine-free tier (-m "not docker", no engine reachable)\n'
   cat "$lane_log"
@@ -268,11 +267,8 @@ if wants packaging; then
 fi
 if wants wheel; then joined wheel "packaging: the wheel, installed into a fresh environment"; fi
 if wants browser; then stage "browser end-to-end test (Debian chromium)" browser_stage; fi
-hub_browser_name="browser test through JupyterHub (service mode, Debian chromium)"
-if wants hub-browser && wants pytest; then
-  joined hub-browser "$hub_browser_name"
-elif wants hub-browser; then
-  stage "$hub_browser_name" bash scripts/test-browser-hub.sh
+if wants hub-browser; then
+  stage "browser test through JupyterHub (service mode, Debian chromium)" bash scripts/test-browser-hub.sh
 fi
 if wants binder; then
   stage "Binder demo: binder/ in a fresh environment, no Docker, contract and browser" binder_stage

@@ -63,6 +63,9 @@ class Chat:
         self.ws = ws
         #: Every tool call title the persona's messages showed.
         self.tool_call_titles: list[str] = []
+        #: The replies taken, by message id and text: a later update of the same message with
+        #: the same text (tool-call notes come after the text) is not the next reply.
+        self._replied: set[tuple[str, str]] = set()
 
     def send(self, body: str, persona: str = PERSONA_ID) -> None:
         self.ws.write_message(
@@ -95,8 +98,10 @@ class Chat:
                 self.tool_call_titles.append(str(call.get("title")))
             if message.get("sender") == persona:
                 found = [body.index(word) for word in words if word in body]
-                if found:
-                    return str(body[min(found) :])
+                reply = (str(message.get("id")), str(body[min(found) :])) if found else None
+                if reply is not None and reply not in self._replied:
+                    self._replied.add(reply)
+                    return reply[1]
 
 
 async def open_chat(jp_fetch: t.Any, jp_ws_fetch: t.Any, name: str) -> Chat:

@@ -17,6 +17,7 @@ import {
   BASE_URL,
   DISPLAY_NAME,
   env,
+  isReaper,
   launcherSection,
   TOKEN,
 } from "./helpers";
@@ -52,7 +53,7 @@ function shellsIn(name: string): string[] {
     .split("\n")
     .slice(1)
     .filter((line) => /\bsh\b/.test(line))
-    .filter((line) => !line.includes("JUPYTER_TOOL_TERMINAL_REAPER"));
+    .filter((line) => !isReaper(line));
 }
 
 async function openWorkspace(page: Page, workspace: string): Promise<void> {

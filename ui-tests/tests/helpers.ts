@@ -62,7 +62,19 @@ export function shells(): string[] {
     .slice(1)
     .map(line => line.trim())
     .filter(line => /\b(\/bin\/)?sh\b/.test(line))
-    .filter(line => !line.includes('JUPYTER_TOOL_TERMINAL_REAPER'));
+    .filter(line => !isReaper(line));
+}
+
+/**
+ * Whether a line of `docker top` is the server's reaper: its title comes
+ * first, because `ps` cuts lines at 80 columns where the engine runs it
+ * without a terminal.
+ */
+export function isReaper(line: string): boolean {
+  return (
+    line.includes('jupyter-tool-terminal cleanup') ||
+    line.includes('JUPYTER_TOOL_TERMINAL_REAPER')
+  );
 }
 
 /**
