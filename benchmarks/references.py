@@ -4,7 +4,9 @@
 * ``local``: jupyter_server + this extension with its local runtime (a local instance, /bin/sh);
 * ``A``: jupyter_server + ``jupyter_server_terminals`` with a local ``/bin/sh``;
 * ``B``: the same with ``shell_command=["docker", "exec", "-it", CONTAINER, "/bin/sh"]``;
-* ``C``: no server, no WebSocket: the ``docker`` SDK's raw exec TTY socket on the same container.
+* ``C``: no server, no WebSocket: the ``docker`` SDK's raw exec TTY socket on the same container;
+* ``ahead``: ``tool`` with ``c.DockerRuntime.prestart_shells`` (each open takes a shell started
+  ahead): measured in the open phase only (once open, its terminal is ``tool``'s).
 
 How a terminal of each is opened, typed into and closed is ``client.py``'s; what the servers
 run in, ``lab.py``'s.
@@ -20,6 +22,8 @@ from lab import Lab, Server
 
 #: Every target, in the order of the table.
 KEYS_ALL = ("tool", "local", "A", "B", "C")
+#: Targets measured in the open phase only, after those of the table.
+OPEN_ONLY_KEYS = ("ahead",)
 
 
 def tool_config(plan: Plan) -> str:
@@ -43,12 +47,18 @@ async def start_targets(
     and every target (C's too), by key. ``tool_python_args`` go to this project's server's
     interpreter (a profiler)."""
     # The local runtime and A need no engine: without the Docker paths, none is asked for.
-    engine_needed = bool(only & {"tool", "B", "C", "hub"})
+    engine_needed = bool(only & {"tool", "ahead", "B", "C", "hub"})
     container = await asyncio.to_thread(lab.container, "main") if engine_needed else ""
     ns = max(plan.scale_ns + plan.scale_ns_b)
     configs: dict[str, t.Callable[[], Server]] = {
         "tool": lambda: lab.start_server(
             "tool", "tool", tool_config(plan), container, tool_python_args
+        ),
+        "ahead": lambda: lab.start_server(
+            "ahead",
+            "tool",
+            tool_config(plan) + "c.DockerRuntime.prestart_shells = True\n",
+            container,
         ),
         "local": lambda: lab.start_server(
             "local",

@@ -149,6 +149,20 @@ def table(results: dict[str, t.Any], plan: Plan) -> str:
     return "\n".join(lines)
 
 
+def ahead_line(results: dict[str, t.Any]) -> str:
+    """The open of the shells started ahead (``ahead``, open phase only), if it was measured."""
+    opened = results["targets"].get("ahead", {}).get("open")
+    if not opened:
+        return ""
+    c_open = results["targets"].get("C", {}).get("open", {})
+    return (
+        f"Open with a shell started ahead (`c.DockerRuntime.prestart_shells`): p50 "
+        f"{fmt(opened.get('p50_ms'))} ms, p95 {fmt(opened.get('p95_ms'))} ms (REST answer "
+        f"{fmt(opened.get('post_p50_ms'))} ms); the raw exec's (C) p50 "
+        f"{fmt(c_open.get('p50_ms'))} ms; per turn over C: {fmt(opened.get('over_C'))}."
+    )
+
+
 def markdown(results: dict[str, t.Any], plan: Plan) -> str:
     """The run as Markdown: machine, table, targets."""
     info = results["machine"]
@@ -164,6 +178,8 @@ def markdown(results: dict[str, t.Any], plan: Plan) -> str:
         table(results, plan),
         "",
     ]
+    if ahead := ahead_line(results):
+        lines += [ahead, ""]
     for check in results.get("checks", []):
         mark = "met" if check["met"] else "**missed**"
         lines.append(f"- {mark}: {check['target']} ({check['detail']})")

@@ -54,8 +54,8 @@ from hub import measure_hub_modes
 from lab import Lab
 from opens import measure_opens
 from plot import plot
-from references import KEYS_ALL, start_targets
-from report import machine, markdown, table
+from references import KEYS_ALL, OPEN_ONLY_KEYS, start_targets
+from report import ahead_line, machine, markdown, table
 from scale import measure_scales
 
 
@@ -84,7 +84,7 @@ async def run(plan: Plan, lab: Lab, only: set[str], phases: set[str]) -> dict[st
             print(f"  {key:4} {name:12} FAILED: {type(error).__name__}: {error}", flush=True)
 
     try:
-        order: list[str] = [key for key in KEYS_ALL if key in only]
+        order: list[str] = [key for key in (*KEYS_ALL, *OPEN_ONLY_KEYS) if key in only]
         for key in order:
             target = targets[key]
             # One warm-up open (imports, connection pools), not counted.
@@ -102,8 +102,9 @@ async def run(plan: Plan, lab: Lab, only: set[str], phases: set[str]) -> dict[st
             if phase not in phases:
                 return
             begun = loop.time()
+            keys = [key for key in order if phase == "open" or key not in OPEN_ONLY_KEYS]
             try:
-                found_by_key = await measure(client, [targets[key] for key in order], plan)
+                found_by_key = await measure(client, [targets[key] for key in keys], plan)
                 for name, found in found_by_key.items():
                     figures[name][phase] = found
                     print(f"  {name:4} {phase:<12} {found}", flush=True)
@@ -126,6 +127,7 @@ async def run(plan: Plan, lab: Lab, only: set[str], phases: set[str]) -> dict[st
         await all_targets("flood", measure_floods)
         if "hub" in only:
             await path("hub", "modes", measure_hub_modes(client, plan))
+        order = [key for key in order if key not in OPEN_ONLY_KEYS]
         for key in order:
             if "churn" in phases:
                 # The figure: one loop opening and closing a session at most 5 times a second.
@@ -175,9 +177,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--only",
-        default=",".join([*KEYS_ALL, "hub"]),
-        help="comma-separated subset of tool,local,A,B,C,hub (hub: the JupyterHub service "
-        "against the per-user server, through a real Hub)",
+        default=",".join([*KEYS_ALL, *OPEN_ONLY_KEYS, "hub"]),
+        help="comma-separated subset of tool,local,A,B,C,ahead,hub (ahead: this project with "
+        "shells started ahead, open phase only; hub: the JupyterHub service against the "
+        "per-user server, through a real Hub)",
     )
     parser.add_argument(
         "--phases",
@@ -259,10 +262,12 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(rendered)
     print()
+    if ahead := ahead_line(results):
+        print(ahead + "\n")
     for check in results["checks"]:
         print(f"  [{'met' if check['met'] else 'MISSED'}] {check['target']}: {check['detail']}")
     # Only a whole full run replaces the README's plot; a quick or partial one goes to results/.
-    partial = only != {*KEYS_ALL, "hub"} or phases != {*default.split(",")}
+    partial = only != {*KEYS_ALL, *OPEN_ONLY_KEYS, "hub"} or phases != {*default.split(",")}
     plot_path = args.plot or (
         HERE / "results" / f"{results['mode']}-{stamp}.png"
         if plan.quick or partial

@@ -39,6 +39,7 @@ from .agents.tools import AgentTools
 from .base import ID
 from .events import AuditLog
 from .files import FileTransfers
+from .gcfreeze import freeze_start_up
 from .handover import Handover
 from .hub import login as hub_login
 from .hub.api import HubActivityReporter, HubUserDirectory, running_as_hub_service
@@ -573,6 +574,12 @@ class ToolTerminalApp(ExtensionApp):
     def current_activity(self) -> bool:
         """Whether any tool terminal is open (keeps an idle-shutdown server alive)."""
         return bool(self.session_manager and self.session_manager.session_count())
+
+    async def _start_jupyter_server_extension(self, serverapp: t.Any) -> None:
+        """Once the server runs, every extension loaded: keep what start-up made out of the
+        garbage collector's full passes, which held the event loop (``gcfreeze.py``)."""
+        del serverapp
+        freeze_start_up(self.log)
 
     async def stop_extension(self) -> None:
         """Kill every session's processes before the server exits."""

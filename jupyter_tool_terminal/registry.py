@@ -199,8 +199,17 @@ class SessionRegistry(LoggingConfigurable):
         return session
 
     async def list_instances(self, owner: str) -> list[tuple[Instance, ToolType]]:
-        """The caller's tool instances whose tool type is configured, with their tool type."""
-        return await self.instances.list(owner)
+        """The caller's tool instances whose tool type is configured, with their tool type.
+
+        Where the runtime starts shells ahead, the running ones get theirs now: a list is
+        what comes before a click on a tile.
+        """
+        found = await self.instances.list(owner)
+        if not (self._stopping or self._handing_over):
+            for instance, tool in found:
+                if instance.running:
+                    self.runtime.prestart(instance, tool)
+        return found
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -369,6 +378,9 @@ class SessionRegistry(LoggingConfigurable):
         needs of each suspended one. Undo with :meth:`resume_all`."""
         self._handing_over = True
         await self._none_creating.wait()
+        # The successor takes over this server's id: a shell started ahead and left behind
+        # would be neither its nor an orphan of a dead server's, and never end.
+        await self.runtime.end_prestarted()
         suspended = []
         for session in list(self.sessions.values()):
             channel = await session.suspend()
@@ -383,6 +395,7 @@ class SessionRegistry(LoggingConfigurable):
     def resume_all(self) -> None:
         """The hand-over failed: every suspended session goes on here."""
         self._handing_over = False
+        self.runtime.resume_prestarting()
         for session in self._suspended():
             session.resume()
             if not session.owner_attached:
@@ -442,6 +455,7 @@ class SessionRegistry(LoggingConfigurable):
         self._stopping = True
         await self._none_creating.wait()
         self.timers.cancel()
+        await self.runtime.end_prestarted()
         sessions = list(self.sessions.values())
         await asyncio.gather(
             *(

@@ -195,6 +195,18 @@ class ToolRuntime(LoggingConfigurable):
         ``size`` (rows, cols) when given."""
         raise NotImplementedError
 
+    def prestart(self, instance: Instance, tool: ToolType) -> None:
+        """Have a shell of ``tool`` ready in ``instance`` for its next terminal, where this
+        runtime starts shells ahead (its owner listed it; it returns at once)."""
+        del instance, tool
+
+    async def end_prestarted(self) -> None:
+        """End the shells started ahead, and start none until :meth:`resume_prestarting`
+        (the server stops, or hands its sessions over)."""
+
+    def resume_prestarting(self) -> None:
+        """Start shells ahead again (a hand-over failed: this server goes on)."""
+
     def handover_state(self) -> dict[str, t.Any]:
         """What a successor must take over besides the shells (JSON-ready)."""
         return {}

@@ -46,8 +46,9 @@ from .base import (
 from .engines import EngineHealth, EngineSpec, unreachable
 from .foreground import ForegroundWatch
 from .kills import KillWing, Target
-from .launch import shell_command, shell_environment
+from .launch import STANDBY_READY, shell_command, shell_environment, standby_command
 from .shells import MissingShells, is_start_failure
+from .standby import StandbyShells
 from .stream import ShellStream, ThreadTransport
 from .transfer import FileDownload, FileUpload
 
@@ -238,6 +239,22 @@ class ExecChannel(ShellChannel):
                     raise
             await asyncio.sleep(0.05)
 
+    async def open_gate(self, timeout: float) -> bool:
+        """Let a pre-started shell go on (``standby.py``): its startup command and shell start
+        now. Whether it did within ``timeout`` seconds (``False``: it ended, or does not
+        answer; it is of no use then). What it printed before is not the terminal's: dropped."""
+        stream = self._stream
+        if stream is None or stream.ended:
+            return False
+        try:
+            await stream.write(b"\n")
+            await asyncio.wait_for(stream.read_until(STANDBY_READY, limit=4096), timeout)
+        except (ConnectionError, TimeoutError):
+            return False
+        # Its process runs, carrying its tag, and what it prints from now on is the terminal's.
+        self._started = self.spoke = True
+        return True
+
     async def working_directory(self) -> str | None:
         shell = self._exec
         return await docker_files.working_directory(
@@ -353,6 +370,8 @@ class EngineSettings:
     #: Seconds between an engine's health checks, and the time each has to answer.
     check_interval: float
     check_timeout: float
+    #: Whether each (container, tool type) in use has a shell started ahead (``standby.py``).
+    prestart_shells: bool = False
 
 
 class EngineRuntime(ToolRuntime):
@@ -391,6 +410,10 @@ class EngineRuntime(ToolRuntime):
         #: Whether Swarm's task containers are left out of this engine's own instances (they
         #: are instances of their services, through the managers).
         self.hide_swarm_tasks = False
+        #: The shells started ahead for the next open (``c.DockerRuntime.prestart_shells``).
+        self.standby: StandbyShells[ExecChannel] | None = (
+            StandbyShells(self._start_standby, self.log) if settings.prestart_shells else None
+        )
         if spec is not None:
             self.health = EngineHealth(
                 spec,
@@ -586,21 +609,61 @@ class EngineRuntime(ToolRuntime):
     async def start_shell(
         self, instance: Instance, tool: ToolType, size: tuple[int, int] | None = None
     ) -> ShellChannel:
-        """Start the shell as a ``docker exec`` with a TTY, tagged for its later kill."""
+        """Start the shell as a ``docker exec`` with a TTY, tagged for its later kill (or let
+        the one started ahead go, ``standby.py``)."""
         container = self._serving(instance)
+        if self.standby is not None:
+            ahead = await self.standby.take(container, tool, size)
+            if ahead is not None:
+                return ahead
         if tool.shells and tool.startup_command is None:
-            return await self._start_one_of(container, tool, size)
-        return await self._start_exec(container, tool, size)
+            channel = await self._start_one_of(container, tool, size)
+        else:
+            channel = await self._start_exec(container, tool, size)
+        if self.standby is not None:
+            self.standby.offer(container, tool)  # for the next open
+        return channel
+
+    def prestart(self, instance: Instance, tool: ToolType) -> None:
+        """Have a shell of ``tool`` started ahead in ``instance`` (``standby.py``)."""
+        if self.standby is not None and self.answering:
+            self.standby.offer(self._serving(instance), tool)
+
+    async def end_prestarted(self) -> None:
+        """End the shells started ahead, and start none until :meth:`resume_prestarting`."""
+        if self.standby is not None:
+            await self.standby.close()
+
+    def resume_prestarting(self) -> None:
+        if self.standby is not None:
+            self.standby.reopen()
+
+    async def _start_standby(self, instance: Instance, tool: ToolType) -> ExecChannel | None:
+        """Start a shell of ``tool`` behind its gate, for the next open (``standby.py``)."""
+        container = self._serving(instance)
+        channel = await self._start_exec(container, tool, None, command=standby_command(tool))
+        if isinstance(channel, ExecChannel):
+            channel.missing_shell = None  # the gate's script says so itself
+            return channel
+        await channel.terminate()
+        return None
 
     async def _start_exec(
-        self, instance: DockerInstance, tool: ToolType, size: tuple[int, int] | None
+        self,
+        instance: DockerInstance,
+        tool: ToolType,
+        size: tuple[int, int] | None,
+        command: list[str] | None = None,
     ) -> ShellChannel:
-        """Start ``tool``'s shell (its startup command first) as an exec."""
+        """Start ``tool``'s shell (its startup command first) as an exec; ``command`` instead
+        of its usual command line (a shell started ahead)."""
         tag = secrets.token_hex(16)
         target = (instance.container_id, tool.user or "")
+        if command is None:
+            command = shell_command(tool, size)
         try:
             leased = await self.kills.register(target, tag, mark=tool.cleanup == "instance")
-            exec_id = await self._create_exec(instance, tool, tag, leased, size)
+            exec_id = await self._create_exec(instance, tool, tag, leased, command)
         except BaseException:
             self.kills.forget(target, tag)
             raise
@@ -693,7 +756,7 @@ class EngineRuntime(ToolRuntime):
         tool: ToolType,
         tag: str,
         leased: bool,
-        size: tuple[int, int] | None,
+        command: list[str],
     ) -> str:
         """Create the shell's exec (not started yet); its id. Only a shell of a server whose
         lease runs in the container (``leased``) carries the server's id."""
@@ -707,7 +770,7 @@ class EngineRuntime(ToolRuntime):
             created = await self.call(
                 "exec_create",
                 instance.container_id,
-                shell_command(tool, size),
+                command,
                 stdin=True,
                 tty=True,
                 privileged=False,

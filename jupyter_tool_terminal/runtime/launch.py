@@ -65,6 +65,35 @@ def shell_command(tool: ToolType, size: tuple[int, int] | None = None) -> list[s
     ]
 
 
+#: What a pre-started shell (``standby.py``) prints once its terminal opened, before anything of
+#: the shell: everything it printed until then (the echo of the line that let it go) is not the
+#: terminal's and is dropped up to and including this.
+STANDBY_READY = b"\x1b]6973;jupyter-tool-terminal-standby\x07"
+
+# The gate in front of a pre-started shell: it waits, reading nothing but one line, until a
+# terminal is opened with it; then the startup command and the shell start as in a fresh exec.
+# `ps` in the container shows its first words. End of input (the server closed it) ends it.
+STANDBY_GATE = (
+    ": jupyter-tool-terminal pre-started shell, waiting for the next terminal to open;\n"
+    "IFS= read -r jupyter_tool_terminal_go || exit 0\n"
+    "unset jupyter_tool_terminal_go\n"
+    "printf '\\033]6973;jupyter-tool-terminal-standby\\007'\n"  # STANDBY_READY
+)
+
+
+def standby_command(tool: ToolType) -> list[str]:
+    """The command line of a pre-started shell of ``tool``: the gate, then what
+    :func:`shell_command` runs (the startup command, then the first shell the instance has),
+    sized by the terminal's own size set before the gate opens."""
+    shells = list(tool.shells or tool.shell)
+    if tool.startup_command is None:
+        script, arguments = shell_tail(tool), shells
+    else:
+        script = STARTUP_WRAPPER + shell_tail(tool)
+        arguments = [tool.startup_command, *shells]
+    return ["/bin/sh", "-c", STANDBY_GATE + script, "jupyter-tool-terminal", *arguments]
+
+
 def shell_tail(tool: ToolType) -> str:
     """The startup wrapper's end: start the shell (its arguments are the wrapper's), the first
     of ``shells`` the instance has; if there is none, say so in plain words."""
