@@ -250,6 +250,9 @@ class _Run:
         self._ask = f"\x1b]{MARKER_OSC};P;{nonce}\x07"
         #: Done once the shell asked where the echo of the typed lines lies (``echo.py``).
         self.asked: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        #: Whether the typed lines ask that question (or did) and its answer is still to be
+        #: typed: the shell then waits in ``read`` for exactly one line.
+        self.owes_answer = False
         self._end = f"\x1b]{MARKER_OSC};E;{nonce};"
         self._limit = limit
         self.started = False
@@ -390,7 +393,12 @@ class AgentShell:
             self._refuse_if_ended()
 
     def close(self) -> None:
-        """Detach (the session goes on); a command being waited for is given up."""
+        """Detach (the session goes on); a command being waited for is given up. A shell that
+        asks (or will ask) where its echo lies gets its answer now: an empty line, which
+        shows nothing and lets the command run (else it would wait in ``read`` for a person's
+        Enter; typed after the command's lines, it is what ``read`` gets)."""
+        if self._run is not None:
+            self._answer(self._run, "")
         self._manager.detach_reader(self.admission, self)
         if self._run is not None:
             self._run.terminal_gone()
@@ -500,6 +508,7 @@ class AgentShell:
         run = self._run = _Run(nonce, self._limit)
         typed = typed_command(command, nonce, shown=shown)
         if shown:
+            run.owes_answer = True
             run.asked.add_done_callback(
                 lambda _: self._show_command(run, typed.count("\r"), typed, prompt)
             )
@@ -559,6 +568,8 @@ class AgentShell:
             text = ""
             first_line = typed[len(_CLEAR_LINE) :].split("\r", 1)[0]
             try:
+                if not run.owes_answer:
+                    return  # (answered already: the agent detached, or it was interrupted)
                 screen = await self._manager.screen_caught_up(self.admission)
                 text = echo.answer(
                     screen.lines,
@@ -571,11 +582,19 @@ class AgentShell:
                 )
             except Exception:  # noqa: BLE001 - the shell waits for an answer, whatever failed
                 self._log.exception("Could not show an agent's command to the owner")
-            self._write(text + "\r")
+            finally:  # (cancelled too: the shell waits all the same)
+                self._answer(run, text)
 
         task = asyncio.ensure_future(answer())
         self._answers.add(task)
         task.add_done_callback(self._answers.discard)
+
+    def _answer(self, run: _Run, text: str) -> None:
+        """Type the answer to ``run``'s question where its echo lies (``echo.py``), if it is
+        still owed: the shell reads one line, so it is typed once, whoever answers first."""
+        if run.owes_answer:
+            run.owes_answer = False
+            self._write(text + "\r")
 
     async def _foreground_holder(self, timeout: float) -> str | None:
         """The program holding the terminal instead of the shell, if one still does after a
@@ -634,8 +653,10 @@ class AgentShell:
             raise self._backlog_error()
         run = self._run
         if run is not None and not run.done.done() and INTERRUPTS.intersection(keys):
-            # The shell drops the rest of an interrupted line: no end marker will come.
+            # The shell drops the rest of an interrupted line: no end marker will come, and
+            # no question's answer is read (typed later, it would be a command line).
             run.interrupted = True
+            run.owes_answer = False
             if not self._in_flight:
                 self._run = None
 

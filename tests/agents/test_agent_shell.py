@@ -372,6 +372,67 @@ class TestCommands:
         assert tail.endswith("n4999\nn5000\n")
 
 
+@pytest.mark.parametrize("seen", [False, True], ids=["right-after-typing", "while-answered"])
+async def test_an_agent_detaching_at_the_question_leaves_the_shell_at_its_prompt(
+    open_shell: OpenShell,
+    agent_shell: str,
+    alice: Api,
+    tool_app: ToolTerminalApp,
+    monkeypatch: pytest.MonkeyPatch,
+    seen: bool,
+) -> None:
+    """While the owner watches, the typed line asks where its echo lies and reads one line
+    (``agents/echo.py``). An agent detaching between the question and its answer (its
+    terminal's shell closed, as at the session's end or when its open races a revocation) must
+    not leave the shell waiting in ``read`` for a person's Enter: the command runs unshown."""
+    agent = await open_shell(agent_shell)
+    owner = await alice.connect(agent.session.id)
+    assert agent.admission.watched
+    asked = f"\x1b]{MARKER_OSC};P;"
+    detached = asyncio.Event()
+
+    def detach() -> None:
+        if not detached.is_set():
+            detached.set()
+            agent.close()
+
+    if seen:
+        # After the agent's own listener: it saw the question, and its answer is on the way.
+        came: list[str] = []
+
+        def at_the_question(text: str | None) -> None:
+            came.append(text or "")
+            if asked in "".join(came):
+                detach()
+
+        agent.session.output_listeners.append(at_the_question)
+    else:
+        # Once the command's lines are typed: the question comes after, unseen by the agent.
+        write = agent.session.write
+
+        def typed_then_detach(text: str) -> bool:
+            written = bool(write(text))
+            if f"]{MARKER_OSC};P;" in text:
+                detach()
+            return written
+
+        monkeypatch.setattr(agent.session, "write", typed_then_detach)
+    running = asyncio.ensure_future(agent.run_command("echo after-$((6 * 7))", 30))
+    await asyncio.wait_for(detached.wait(), 10)
+    await running  # (given up by the close)
+    await owner.expect("after-42")  # (the echo shows ``$((6 * 7))``: only the run shows 42)
+    manager = tool_app.session_manager
+    assert manager is not None
+    successor = agent_shell_of(manager, agent.session, Redactor())
+    await successor.start()
+    try:
+        result = await successor.run_command("echo next-$((6 * 7))", 10)
+        assert (result.exit_code, result.output) == (0, "next-42\n")
+    finally:
+        successor.close()
+    owner.ws.close()
+
+
 class TypedKeys:
     """Records what an agent's shell types into its session; awaits the cursor answer."""
 
