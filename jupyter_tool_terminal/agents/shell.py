@@ -667,10 +667,16 @@ class AgentShell:
             "Ctrl-C (\\u0003)."
         )
 
-    def read_screen(self) -> dict[str, t.Any]:
-        """The visible screen (no scrollback) as the session's screen model has it now:
-        ``{"text", "rows", "cols", "cursor": [row, col]}``, redacted, cursor 0-based."""
-        return self._screen_model(self._manager.screen_text(self.admission))
+    async def read_screen(self) -> dict[str, t.Any]:
+        """The visible screen (no scrollback) as the session's screen model has it, once it
+        has worked off the output it got so far: ``{"text", "rows", "cols", "cursor": [row,
+        col]}``, redacted, cursor 0-based. (The model works behind the output, and emulates a
+        large burst only after a pause, ``BUSY_QUIET_TIME``: a read catches it up at once, so
+        that an agent never reads a screen from before its command's output.)"""
+        return self._screen_model(await self._manager.screen_caught_up(self.admission))
+
+    #: (The former name of :meth:`read_screen`, when that one read the model as it was.)
+    read_screen_current = read_screen
 
     def _screen_model(self, screen: ScreenText) -> dict[str, t.Any]:
         rows, cols = screen.rows, screen.cols
@@ -683,8 +689,3 @@ class AgentShell:
             # The model's column is the width while a wrap is pending; a cursor is on a cell.
             "cursor": [row, min(column, cols - 1)],
         }
-
-    async def read_screen_current(self) -> dict[str, t.Any]:
-        """:meth:`read_screen` once the screen model has worked off the output it got so far
-        (it works behind the output, off the hot path)."""
-        return self._screen_model(await self._manager.screen_caught_up(self.admission))

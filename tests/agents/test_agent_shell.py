@@ -154,7 +154,7 @@ class TestCommands:
         # Several lines: the first, and "..." (here-document, read after the command line).
         result = await agent.run_command("for i in 1 2\ndo echo item$i\ndone", 10)
         assert result.output == "item1\nitem2\n"
-        screen = await agent.read_screen_current()
+        screen = await agent.read_screen()
         lines = screen["text"].split("\n")
         (shown,) = [row for row, line in enumerate(lines) if line.endswith("for i in 1 2 ...")]
         assert lines[shown + 1 : shown + 3] == ["item1", "item2"], lines
@@ -305,7 +305,7 @@ class TestCommands:
         result = await agent.run_command('echo "$MY_API_TOKEN"; echo "$PLAIN"', 10)
         assert SECRET not in result.output
         assert result.output == f"{REDACTED}\nvisible-value\n"
-        screen = await agent.read_screen_current()
+        screen = await agent.read_screen()
         assert SECRET not in screen["text"]
 
     async def test_the_owner_types_between_commands(
@@ -328,7 +328,7 @@ class TestCommands:
     ) -> None:
         agent = await open_shell(agent_shell)
         await agent.run_command("echo on-the-screen", 10)
-        screen = await agent.read_screen_current()
+        screen = await agent.read_screen()
         assert "on-the-screen" in screen["text"]
         assert (screen["rows"], screen["cols"]) == agent.session.screen.size
         row, col = screen["cursor"]
@@ -431,6 +431,21 @@ async def test_an_agent_detaching_at_the_question_leaves_the_shell_at_its_prompt
     finally:
         successor.close()
     owner.ws.close()
+
+
+async def test_read_screen_right_after_a_large_output_shows_its_end(
+    open_shell: OpenShell,
+) -> None:
+    """The screen model waits for a pause before it emulates a large burst (``BUSY_QUIET_TIME``,
+    the flood's CPU savings); an agent reading the screen as soon as its command ended must
+    still see the command's last line, not a screen from before its output."""
+    agent = await open_shell("ash")
+    for attempt in range(2):
+        # (the echo of the typed line shows ``$((...))``: only the run shows the number)
+        result = await agent.run_command(f"seq 1 20000; echo last-line-$(({attempt} + 40))", 30)
+        assert result.output.endswith(f"19999\n20000\nlast-line-{attempt + 40}\n")
+        screen = await agent.read_screen()
+        assert f"20000\nlast-line-{attempt + 40}" in screen["text"], screen["text"]
 
 
 class TypedKeys:
