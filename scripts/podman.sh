@@ -18,7 +18,8 @@ pidfile=$socket.pid
 
 if [ "$stop" = yes ]; then
   pid=$(cat "$pidfile" 2>/dev/null || true)
-  if [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null; then
+  # (only while that pid is still Podman's: a service that ended by itself left its pid free)
+  if [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = podman ] && kill -TERM "$pid" 2>/dev/null; then
     for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
   fi
   rm -f "$pidfile"
