@@ -384,7 +384,8 @@ async def test_an_agent_detaching_at_the_question_leaves_the_shell_at_its_prompt
     """While the owner watches, the typed line asks where its echo lies and reads one line
     (``agents/echo.py``). An agent detaching between the question and its answer (its
     terminal's shell closed, as at the session's end or when its open races a revocation) must
-    not leave the shell waiting in ``read`` for a person's Enter: the command runs unshown."""
+    not leave the shell waiting in ``read`` for a person's Enter: the command runs, and the
+    agent's shell detaches once the answer is typed."""
     agent = await open_shell(agent_shell)
     owner = await alice.connect(agent.session.id)
     assert agent.admission.watched
@@ -421,6 +422,7 @@ async def test_an_agent_detaching_at_the_question_leaves_the_shell_at_its_prompt
     await asyncio.wait_for(detached.wait(), 10)
     await running  # (given up by the close)
     await owner.expect("after-42")  # (the echo shows ``$((6 * 7))``: only the run shows 42)
+    assert not agent.admission.attached  # (answered before the command ran: gone since)
     manager = tool_app.session_manager
     assert manager is not None
     successor = agent_shell_of(manager, agent.session, Redactor())
