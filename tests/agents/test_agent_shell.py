@@ -16,7 +16,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from jupyter_tool_terminal.agents import echo
+from jupyter_tool_terminal.agents import echo, shell
 from jupyter_tool_terminal.agents.shell import (
     CURSOR_AT_START,
     CURSOR_QUERY,
@@ -432,6 +432,40 @@ async def test_an_agent_detaching_at_the_question_leaves_the_shell_at_its_prompt
         assert (result.exit_code, result.output) == (0, "next-42\n")
     finally:
         successor.close()
+    owner.ws.close()
+
+
+async def test_a_closed_agent_shell_whose_question_never_comes_detaches_typing_nothing(
+    open_shell: OpenShell,
+    alice: Api,
+    tool_app: ToolTerminalApp,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An agent's shell that closed before its command's question came waits for it (to answer
+    it), but not for ever: typed into a line the owner left unfinished, the command never asks;
+    the shell detaches after ``QUESTION_WAIT`` and types nothing more."""
+    monkeypatch.setattr(shell, "QUESTION_WAIT", 0.05)
+    agent = await open_shell("ash")
+    owner = await alice.connect(agent.session.id)
+    owner.send("stdin", "echo 'unfinished\r")
+    await owner.expect("\n> ")  # (the shell waits for the rest of the quoted line)
+    manager = tool_app.session_manager
+    assert manager is not None
+    detached = asyncio.Event()
+    detach_reader = manager.detach_reader
+
+    def detach_and_tell(admission: t.Any, reader: t.Any) -> None:
+        detach_reader(admission, reader)
+        detached.set()
+
+    monkeypatch.setattr(manager, "detach_reader", detach_and_tell)
+    keys = TypedKeys(agent.session, monkeypatch)
+    keys.after_write.append(agent.close)  # (right after typing the command)
+    result = await agent.run_command("echo never-run", 10)
+    assert result.exit_code is None
+    await asyncio.wait_for(detached.wait(), 10)
+    assert not agent.admission.attached
+    assert len(keys.typed) == 1, keys.typed  # (the command's lines only: no answer)
     owner.ws.close()
 
 
