@@ -10,6 +10,8 @@
 # installs the pip section there and stops; the run itself then skips that install).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib/lab.sh
+source "$repo/scripts/lib/lab.sh"
 chromium=${E2E_CHROMIUM:-/usr/bin/chromium}
 work=$(mktemp -d /tmp/jtt-binder.XXXXXX)
 server_pid=""
@@ -17,7 +19,7 @@ cleanup() {
   local rc=$?
   set +e
   # JupyterLab stops on SIGTERM and ends its terminals first; the script waits for that.
-  [ -z "$server_pid" ] || { kill -TERM "$server_pid" 2>/dev/null; wait "$server_pid"; }
+  lab_stop "$server_pid"
   [ "$rc" -eq 0 ] || { echo "---- JupyterLab's log ends with ----" >&2; tail -n 40 "$work/jupyter.log" >&2; }
   rm -rf "$work"
   exit "$rc"
@@ -48,31 +50,24 @@ fi
 export PATH="$venv/bin:$PATH"
 
 step "binder/postBuild"
-mkdir -p "$work/home" "$work/config"
-export JUPYTER_CONFIG_DIR="$work/config"
-(cd "$repo" && bash binder/postBuild)
+lab_directories "$work"
+# (its configuration goes where lab_start's JupyterLab reads it)
+(cd "$repo" && JUPYTER_CONFIG_DIR="$work/config" bash binder/postBuild)
 
 step "JupyterLab with binder/'s configuration, no Docker"
-port=$(python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-token=$(python -c 'import secrets; print(secrets.token_hex(24))')
+port=$(lab_free_port)
+token=$(lab_token)
 # The test reads the screen through xterm's accessibility tree (a user setting, not Binder's).
 mkdir -p "$work/settings/@jupyterlab/terminal-extension"
 echo '{ "screenReaderMode": true }' > "$work/settings/@jupyterlab/terminal-extension/plugin.jupyterlab-settings"
-(
-  cd "$work/home"
-  export HOME="$work/home" DOCKER_HOST=tcp://127.0.0.1:9 JUPYTER_RUNTIME_DIR="$work/runtime" \
-    JUPYTERLAB_SETTINGS_DIR="$work/settings" JUPYTERLAB_WORKSPACES_DIR="$work/workspaces"
-  exec jupyter lab --no-browser --ip=127.0.0.1 --port="$port" --port-retries=0 --allow-root \
-    --IdentityProvider.token="$token" --LabApp.news_url=None \
-    --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate
-) >"$work/jupyter.log" 2>&1 &
-server_pid=$!
+# (binder/'s own configuration, from postBuild, and flags: not lab_config's file)
+HOME="$work/root" DOCKER_HOST=tcp://127.0.0.1:9 lab_start "$work" "$work/jupyter.log" \
+  jupyter lab --no-browser --ip=127.0.0.1 --port="$port" --port-retries=0 --allow-root \
+  --IdentityProvider.token="$token" --LabApp.news_url=None \
+  --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate
+server_pid=$lab_pid
 base_url="http://127.0.0.1:$port/"
-for _ in $(seq 1 120); do
-  curl -fsS -o /dev/null -H "Authorization: token $token" "${base_url}tool-terminal/api/instances" 2>/dev/null && break
-  kill -0 "$server_pid" 2>/dev/null || { echo "JupyterLab exited" >&2; exit 1; }
-  sleep 0.5
-done
+lab_wait "$base_url" "$token" "$server_pid"
 
 step "a terminal over the contract (REST + WebSocket)"
 python - "$base_url" "$token" <<'PY'

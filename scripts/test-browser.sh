@@ -19,6 +19,8 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib/lab.sh
+source "$repo/scripts/lib/lab.sh"
 image=${E2E_IMAGE:-jupyter-tool-terminal-test:latest}
 chromium=${E2E_CHROMIUM:-/usr/bin/chromium}
 owner=e2e-alice
@@ -33,23 +35,11 @@ server_pid=""
 no_engine_pid=""
 containers=()
 
-stop_server() {
-  local pid=$1
-  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-    kill -TERM "$pid" 2>/dev/null
-    for _ in $(seq 1 50); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.2
-    done
-    kill -KILL "$pid" 2>/dev/null
-  fi
-}
-
 cleanup() {
   local rc=$?
   set +e
-  stop_server "$server_pid"
-  stop_server "$no_engine_pid"
+  lab_stop "$server_pid"
+  lab_stop "$no_engine_pid"
   for name in "${containers[@]}"; do
     docker rm -f "$name" >/dev/null 2>&1
   done
@@ -77,14 +67,8 @@ if ! docker image inspect "$image" >/dev/null 2>&1; then
 fi
 
 step "labextension build"
-built="$repo/jupyter_tool_terminal/labextension"
-if [ ! -f "$built/static/style.js" ] || [ -n "${E2E_REBUILD:-}" ]; then
-  (cd "$repo/labextension" && jlpm install --immutable && jlpm build)
-fi
-# Serve the built extension from this tree without touching the Python
-# environment: a private JUPYTER_PATH holding a link to it comes first.
-mkdir -p "$work/data/labextensions"
-ln -s "$built" "$work/data/labextensions/jupyter-tool-terminal"
+lab_directories "$work"
+lab_labextension "$repo" "$work"
 
 step "tool containers"
 docker run -d --network none \
@@ -99,37 +83,20 @@ docker run -d --network none \
 containers+=("$other_container")
 
 step "JupyterLab"
-port=$(python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
-token=$(python -c 'import secrets; print(secrets.token_hex(24))')
+port=$(lab_free_port)
+token=$(lab_token)
 banner="TOOL-BANNER-$RANDOM-READY"
 base_path="/user/$owner/"
-mkdir -p "$work/root" "$work/config" "$work/runtime" "$work/workspaces" \
-  "$work/settings/@jupyterlab/terminal-extension" \
-  "$work/settings/@jupyterlab/apputils-extension"
+mkdir -p "$work/settings/@jupyterlab/terminal-extension"
 # The user's JupyterLab terminal settings, which tool terminals follow too:
 # the screen reader mode gives the test the screen as text.
 cat > "$work/settings/@jupyterlab/terminal-extension/plugin.jupyterlab-settings" <<'JSON'
 { "screenReaderMode": true, "fontSize": 14 }
 JSON
-# No news/update toast over the page (the network is closed anyway).
-cat > "$work/settings/@jupyterlab/apputils-extension/notification.jupyterlab-settings" <<'JSON'
-{ "fetchNews": "false", "checkForUpdates": false }
-JSON
-cat > "$work/config/jupyter_server_config.py" <<PY
-c = get_config()  # noqa: F821
+lab_config "$work/config/jupyter_server_config.py" "$port" "$token" "$work"
+cat >> "$work/config/jupyter_server_config.py" <<PY
 c.ServerApp.jpserver_extensions = {"jupyter_tool_terminal": True, "jupyterlab": True}
-c.ServerApp.ip = "127.0.0.1"
-c.ServerApp.port = $port
-c.ServerApp.port_retries = 0
-c.ServerApp.open_browser = False
-c.ServerApp.allow_root = True
 c.ServerApp.base_url = "$base_path"
-c.ServerApp.root_dir = "$work/root"
-c.IdentityProvider.token = "$token"
-c.LabApp.news_url = None
-c.LabApp.check_for_updates_class = "jupyterlab.NeverCheckForUpdate"
-c.LabServerApp.workspaces_dir = "$work/workspaces"
-c.LabServerApp.user_settings_dir = "$work/settings"
 c.ToolTerminalApp.owner = "$owner"
 # A reload reattaches within this grace (set here, whatever the default is).
 c.ToolTerminalApp.disconnect_grace = 60
@@ -152,22 +119,10 @@ c.ToolTerminalApp.tool_types = {
     },
 }
 PY
-(
-  cd "$work/root"
-  export JUPYTER_CONFIG_DIR="$work/config" JUPYTER_RUNTIME_DIR="$work/runtime" \
-    JUPYTER_PATH="$work/data" JUPYTERLAB_SETTINGS_DIR="$work/settings" \
-    JUPYTERLAB_WORKSPACES_DIR="$work/workspaces" JUPYTER_PLATFORM_DIRS=1
-  exec jupyter lab --config="$work/config/jupyter_server_config.py"
-) >"$work/jupyter.log" 2>&1 &
-server_pid=$!
+lab_start "$work" "$work/jupyter.log" jupyter lab --config="$work/config/jupyter_server_config.py"
+server_pid=$lab_pid
 base_url="http://127.0.0.1:$port$base_path"
-for _ in $(seq 1 120); do
-  if curl -fsS -o /dev/null -H "Authorization: token $token" "${base_url}tool-terminal/api/instances" 2>/dev/null; then
-    break
-  fi
-  kill -0 "$server_pid" 2>/dev/null || { echo "JupyterLab exited" >&2; exit 1; }
-  sleep 0.5
-done
+lab_wait "$base_url" "$token" "$server_pid"
 curl -fsS -H "Authorization: token $token" "${base_url}tool-terminal/api/instances"
 echo
 curl -fsS -H "Authorization: token $token" "${base_url}lab/api/extensions" | grep -q '"name": *"jupyter-tool-terminal"' || {
@@ -178,17 +133,11 @@ curl -fsS -H "Authorization: token $token" "${base_url}lab/api/extensions" | gre
 step "JupyterLab whose server reaches no engine"
 # The same configuration, with DOCKER_HOST on a socket nobody serves: the
 # extension answers 503 with its message, which the UI must show.
-no_engine_port=$(python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
-(
-  cd "$work/root"
-  export JUPYTER_CONFIG_DIR="$work/config" JUPYTER_RUNTIME_DIR="$work/runtime" \
-    JUPYTER_PATH="$work/data" JUPYTERLAB_SETTINGS_DIR="$work/settings" \
-    JUPYTERLAB_WORKSPACES_DIR="$work/workspaces" JUPYTER_PLATFORM_DIRS=1 \
-    DOCKER_HOST="unix://$work/no-engine.sock"
-  exec jupyter lab --config="$work/config/jupyter_server_config.py" --port="$no_engine_port" \
-    --ToolTerminalApp.runtime=docker
-) >"$work/jupyter-no-engine.log" 2>&1 &
-no_engine_pid=$!
+no_engine_port=$(lab_free_port)
+DOCKER_HOST="unix://$work/no-engine.sock" lab_start "$work" "$work/jupyter-no-engine.log" \
+  jupyter lab --config="$work/config/jupyter_server_config.py" --port="$no_engine_port" \
+  --ToolTerminalApp.runtime=docker
+no_engine_pid=$lab_pid
 no_engine_url="http://127.0.0.1:$no_engine_port$base_path"
 for _ in $(seq 1 120); do
   code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: token $token" "${no_engine_url}tool-terminal/api/instances" || true)

@@ -60,9 +60,11 @@ waited() {  # waited KEY: waits for the job (if it runs), shows its output, retu
 }
 
 second_engine=no
+podman_service=no  # `started` once this run started Podman's test service
 cleanup() {
   for pid in "${job_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   [ "$second_engine" = no ] || bash scripts/second-engine.sh stop
+  [ "$podman_service" = no ] || bash scripts/podman.sh stop
   # This run started the engine: stop it again at the end, whatever happens.
   [ "$engine_was_up" = yes ] || pkill -TERM -x dockerd || true
   rm -rf "$jobs_dir"
@@ -86,6 +88,10 @@ if wants pytest acp browser hub-browser benchmark; then
 fi
 if wants pytest && [ "$as_root" = yes ]; then
   # The contract tests run against Podman's Docker API too (tests/runtime/test_podman.py).
+  # A service that answered before this run is left running at its end.
+  if ! { command -v podman >/dev/null && podman --url unix:///run/podman-test.sock version >/dev/null 2>&1; }; then
+    podman_service=started
+  fi
   background podman bash scripts/podman.sh
   # The Hub tier runs on an engine of its own, beside the rest (see pytest_stage).
   background second-engine bash scripts/second-engine.sh
@@ -204,6 +210,10 @@ pytest_stage() {
   if [ "$second_engine" = yes ]; then
     bash scripts/second-engine.sh stop
     second_engine=no
+  fi
+  if [ "$podman_service" = started ]; then
+    bash scripts/podman.sh stop
+    podman_service=no
   fi
   return "$status"
 }

@@ -99,6 +99,10 @@ INTERRUPTS = frozenset("\x03\x1c\x1a")
 PREVIOUS_COMMAND_GRACE = 2.0
 #: How long the prompt after a command is waited for before a watched command is typed.
 PROMPT_WAIT = 0.5
+#: How long a shell that closed after typing a watched command stays attached for the command's
+#: question where its echo lies, to answer it (seconds): the question comes as soon as the
+#: shell has read the typed lines, unless something other than the shell got them.
+QUESTION_WAIT = 10.0
 #: The shortest pause between two looks at which program holds the terminal (seconds).
 FOREGROUND_RECHECK = 0.05
 #: Characters kept beyond the limit on each side of a cut, so that a secret of up to this length
@@ -250,7 +254,12 @@ class _Run:
         self._ask = f"\x1b]{MARKER_OSC};P;{nonce}\x07"
         #: Done once the shell asked where the echo of the typed lines lies (``echo.py``).
         self.asked: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        #: Whether the typed lines ask that question (or did) and its answer is still to be
+        #: typed: the shell then waits in ``read`` for exactly one line.
+        self.owes_answer = False
         self._end = f"\x1b]{MARKER_OSC};E;{nonce};"
+        #: The end of what :meth:`watch_for_question` saw (the question may come in pieces).
+        self._watched = ""
         self._limit = limit
         self.started = False
         #: Whether the terminal ended before the command did.
@@ -306,6 +315,17 @@ class _Run:
         self._carry = text[cut:]
         self._add(text[:cut])
         return ""
+
+    def watch_for_question(self, text: str) -> None:
+        """Once the run is given up (the agent's shell closed): only whether the shell asked
+        where the echo lies (its answer is still owed)."""
+        if self.asked.done():
+            return
+        seen = self._watched + text
+        if self._ask in seen:
+            self.asked.set_result(None)
+        else:
+            self._watched = seen[-(len(self._ask) - 1) :]
 
     def _add(self, text: str) -> None:
         self.output.add(self._concealer.feed(text.replace("\r\n", "\n")))
@@ -371,6 +391,10 @@ class AgentShell:
         self._answers: set[asyncio.Task[None]] = set()
         #: Whether the last output was a command's end, and the prompt after it is to come.
         self._prompt_due = False
+        #: Once closed, the run whose question is still to come, if any: the shell stays
+        #: attached until it answered it (``QUESTION_WAIT`` at most).
+        self._leaving: _Run | None = None
+        self._closed = False
 
     @property
     def session_id(self) -> str:
@@ -379,7 +403,7 @@ class AgentShell:
 
     @property
     def _listening(self) -> bool:
-        return self.admission.attached
+        return self.admission.attached and not self._closed
 
     async def start(self) -> None:
         """Attach to the session's output. Nothing is typed until the first command: each
@@ -390,15 +414,46 @@ class AgentShell:
             self._refuse_if_ended()
 
     def close(self) -> None:
-        """Detach (the session goes on); a command being waited for is given up."""
-        self._manager.detach_reader(self.admission, self)
-        if self._run is not None:
-            self._run.terminal_gone()
-            self._run = None
+        """Detach (the session goes on); a command being waited for is given up.
+
+        A shell whose typed line asks where its echo lies waits in ``read`` for the answer
+        (``echo.py``): it gets it all the same, or it would wait for a person's Enter. Asked
+        already, it gets an empty line now (which shows nothing and lets the command run).
+        Not asked yet, the agent's shell stays attached until the question comes and answers
+        it then: typed before the shell has read the typed lines, the answer could be taken by
+        its line editor (readline reads ahead) instead of by ``read``."""
+        if self._closed:
+            return
+        self._closed = True
+        run, self._run = self._run, None
+        if run is None:
+            self._manager.detach_reader(self.admission, self)
+            return
+        run.terminal_gone()
+        if not run.owes_answer or run.asked.done() or self.admission.ended:
+            self._answer(run, "")
+            self._manager.detach_reader(self.admission, self)
+            return
+        self._leaving = run
+        asyncio.get_running_loop().call_later(QUESTION_WAIT, self._left, run)
+
+    def _left(self, run: _Run) -> None:
+        """Detach after :meth:`close`, once ``run``'s question was answered or not asked in
+        time (nothing is typed then: something other than the shell got the typed lines)."""
+        if self._leaving is run:
+            self._leaving = None
+            self._manager.detach_reader(self.admission, self)
 
     def output(self, text: str | None) -> None:
         """The session's output as it arrives (``None``: the session ended)."""
         self._output_came.set()
+        leaving = self._leaving
+        if leaving is not None:
+            if text is None:
+                self._left(leaving)
+            else:  # (its answer, once asked, detaches: _answer)
+                leaving.watch_for_question(text)
+            return
         run = self._run
         if text is None:
             if run is not None:
@@ -500,6 +555,7 @@ class AgentShell:
         run = self._run = _Run(nonce, self._limit)
         typed = typed_command(command, nonce, shown=shown)
         if shown:
+            run.owes_answer = True
             run.asked.add_done_callback(
                 lambda _: self._show_command(run, typed.count("\r"), typed, prompt)
             )
@@ -559,6 +615,8 @@ class AgentShell:
             text = ""
             first_line = typed[len(_CLEAR_LINE) :].split("\r", 1)[0]
             try:
+                if not run.owes_answer:
+                    return  # (answered already: the agent detached, or it was interrupted)
                 screen = await self._manager.screen_caught_up(self.admission)
                 text = echo.answer(
                     screen.lines,
@@ -571,11 +629,20 @@ class AgentShell:
                 )
             except Exception:  # noqa: BLE001 - the shell waits for an answer, whatever failed
                 self._log.exception("Could not show an agent's command to the owner")
-            self._write(text + "\r")
+            finally:  # (cancelled too: the shell waits all the same)
+                self._answer(run, text)
 
         task = asyncio.ensure_future(answer())
         self._answers.add(task)
         task.add_done_callback(self._answers.discard)
+
+    def _answer(self, run: _Run, text: str) -> None:
+        """Type the answer to ``run``'s question where its echo lies (``echo.py``), if it is
+        still owed: the shell reads one line, so it is typed once, whoever answers first."""
+        if run.owes_answer:
+            run.owes_answer = False
+            self._write(text + "\r")
+        self._left(run)  # (when closed meanwhile: the answer was all it stayed for)
 
     async def _foreground_holder(self, timeout: float) -> str | None:
         """The program holding the terminal instead of the shell, if one still does after a
@@ -634,8 +701,10 @@ class AgentShell:
             raise self._backlog_error()
         run = self._run
         if run is not None and not run.done.done() and INTERRUPTS.intersection(keys):
-            # The shell drops the rest of an interrupted line: no end marker will come.
+            # The shell drops the rest of an interrupted line: no end marker will come, and
+            # no question's answer is read (typed later, it would be a command line).
             run.interrupted = True
+            run.owes_answer = False
             if not self._in_flight:
                 self._run = None
 
@@ -646,10 +715,16 @@ class AgentShell:
             "Ctrl-C (\\u0003)."
         )
 
-    def read_screen(self) -> dict[str, t.Any]:
-        """The visible screen (no scrollback) as the session's screen model has it now:
-        ``{"text", "rows", "cols", "cursor": [row, col]}``, redacted, cursor 0-based."""
-        return self._screen_model(self._manager.screen_text(self.admission))
+    async def read_screen(self) -> dict[str, t.Any]:
+        """The visible screen (no scrollback) as the session's screen model has it, once it
+        has worked off the output it got so far: ``{"text", "rows", "cols", "cursor": [row,
+        col]}``, redacted, cursor 0-based. (The model works behind the output, and emulates a
+        large burst only after a pause, ``BUSY_QUIET_TIME``: a read catches it up at once, so
+        that an agent never reads a screen from before its command's output.)"""
+        return self._screen_model(await self._manager.screen_caught_up(self.admission))
+
+    #: (The former name of :meth:`read_screen`, when that one read the model as it was.)
+    read_screen_current = read_screen
 
     def _screen_model(self, screen: ScreenText) -> dict[str, t.Any]:
         rows, cols = screen.rows, screen.cols
@@ -662,8 +737,3 @@ class AgentShell:
             # The model's column is the width while a wrap is pending; a cursor is on a cell.
             "cursor": [row, min(column, cols - 1)],
         }
-
-    async def read_screen_current(self) -> dict[str, t.Any]:
-        """:meth:`read_screen` once the screen model has worked off the output it got so far
-        (it works behind the output, off the hot path)."""
-        return self._screen_model(await self._manager.screen_caught_up(self.admission))

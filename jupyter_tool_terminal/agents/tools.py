@@ -628,7 +628,7 @@ class AgentTools(LoggingConfigurable):
         shell = self.shells.get(admission.session_id) or self._shell_for(
             admission, self.session_redactor(admission)
         )
-        screen = await shell.read_screen_current()
+        screen = await shell.read_screen()
         structured = {
             "text": screen["text"],
             "rows": screen["rows"],

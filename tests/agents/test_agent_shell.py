@@ -16,7 +16,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from jupyter_tool_terminal.agents import echo
+from jupyter_tool_terminal.agents import echo, shell
 from jupyter_tool_terminal.agents.shell import (
     CURSOR_AT_START,
     CURSOR_QUERY,
@@ -154,7 +154,7 @@ class TestCommands:
         # Several lines: the first, and "..." (here-document, read after the command line).
         result = await agent.run_command("for i in 1 2\ndo echo item$i\ndone", 10)
         assert result.output == "item1\nitem2\n"
-        screen = await agent.read_screen_current()
+        screen = await agent.read_screen()
         lines = screen["text"].split("\n")
         (shown,) = [row for row, line in enumerate(lines) if line.endswith("for i in 1 2 ...")]
         assert lines[shown + 1 : shown + 3] == ["item1", "item2"], lines
@@ -305,7 +305,7 @@ class TestCommands:
         result = await agent.run_command('echo "$MY_API_TOKEN"; echo "$PLAIN"', 10)
         assert SECRET not in result.output
         assert result.output == f"{REDACTED}\nvisible-value\n"
-        screen = await agent.read_screen_current()
+        screen = await agent.read_screen()
         assert SECRET not in screen["text"]
 
     async def test_the_owner_types_between_commands(
@@ -328,7 +328,7 @@ class TestCommands:
     ) -> None:
         agent = await open_shell(agent_shell)
         await agent.run_command("echo on-the-screen", 10)
-        screen = await agent.read_screen_current()
+        screen = await agent.read_screen()
         assert "on-the-screen" in screen["text"]
         assert (screen["rows"], screen["cols"]) == agent.session.screen.size
         row, col = screen["cursor"]
@@ -370,6 +370,118 @@ class TestCommands:
         head, _, tail = result.output.partition("\n[... ")
         assert head.startswith("n1\nn2\nn3\n")
         assert tail.endswith("n4999\nn5000\n")
+
+
+@pytest.mark.parametrize("seen", [False, True], ids=["right-after-typing", "while-answered"])
+async def test_an_agent_detaching_at_the_question_leaves_the_shell_at_its_prompt(
+    open_shell: OpenShell,
+    agent_shell: str,
+    alice: Api,
+    tool_app: ToolTerminalApp,
+    monkeypatch: pytest.MonkeyPatch,
+    seen: bool,
+) -> None:
+    """While the owner watches, the typed line asks where its echo lies and reads one line
+    (``agents/echo.py``). An agent detaching between the question and its answer (its
+    terminal's shell closed, as at the session's end or when its open races a revocation) must
+    not leave the shell waiting in ``read`` for a person's Enter: the command runs, and the
+    agent's shell detaches once the answer is typed."""
+    agent = await open_shell(agent_shell)
+    owner = await alice.connect(agent.session.id)
+    assert agent.admission.watched
+    asked = f"\x1b]{MARKER_OSC};P;"
+    detached = asyncio.Event()
+
+    def detach() -> None:
+        if not detached.is_set():
+            detached.set()
+            agent.close()
+
+    if seen:
+        # After the agent's own listener: it saw the question, and its answer is on the way.
+        came: list[str] = []
+
+        def at_the_question(text: str | None) -> None:
+            came.append(text or "")
+            if asked in "".join(came):
+                detach()
+
+        agent.session.output_listeners.append(at_the_question)
+    else:
+        # Once the command's lines are typed: the question comes after, unseen by the agent.
+        write = agent.session.write
+
+        def typed_then_detach(text: str) -> bool:
+            written = bool(write(text))
+            if f"]{MARKER_OSC};P;" in text:
+                detach()
+            return written
+
+        monkeypatch.setattr(agent.session, "write", typed_then_detach)
+    running = asyncio.ensure_future(agent.run_command("echo after-$((6 * 7))", 30))
+    await asyncio.wait_for(detached.wait(), 10)
+    await running  # (given up by the close)
+    await owner.expect("after-42")  # (the echo shows ``$((6 * 7))``: only the run shows 42)
+    assert not agent.admission.attached  # (answered before the command ran: gone since)
+    manager = tool_app.session_manager
+    assert manager is not None
+    successor = agent_shell_of(manager, agent.session, Redactor())
+    await successor.start()
+    try:
+        result = await successor.run_command("echo next-$((6 * 7))", 10)
+        assert (result.exit_code, result.output) == (0, "next-42\n")
+    finally:
+        successor.close()
+    owner.ws.close()
+
+
+async def test_a_closed_agent_shell_whose_question_never_comes_detaches_typing_nothing(
+    open_shell: OpenShell,
+    alice: Api,
+    tool_app: ToolTerminalApp,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An agent's shell that closed before its command's question came waits for it (to answer
+    it), but not for ever: typed into a line the owner left unfinished, the command never asks;
+    the shell detaches after ``QUESTION_WAIT`` and types nothing more."""
+    monkeypatch.setattr(shell, "QUESTION_WAIT", 0.05)
+    agent = await open_shell("ash")
+    owner = await alice.connect(agent.session.id)
+    owner.send("stdin", "echo 'unfinished\r")
+    await owner.expect("\n> ")  # (the shell waits for the rest of the quoted line)
+    manager = tool_app.session_manager
+    assert manager is not None
+    detached = asyncio.Event()
+    detach_reader = manager.detach_reader
+
+    def detach_and_tell(admission: t.Any, reader: t.Any) -> None:
+        detach_reader(admission, reader)
+        detached.set()
+
+    monkeypatch.setattr(manager, "detach_reader", detach_and_tell)
+    keys = TypedKeys(agent.session, monkeypatch)
+    keys.after_write.append(agent.close)  # (right after typing the command)
+    result = await agent.run_command("echo never-run", 10)
+    assert result.exit_code is None
+    await asyncio.wait_for(detached.wait(), 10)
+    assert not agent.admission.attached
+    assert len(keys.typed) == 1, keys.typed  # (the command's lines only: no answer)
+    owner.ws.close()
+
+
+async def test_read_screen_right_after_a_large_output_shows_its_end(
+    open_shell: OpenShell,
+) -> None:
+    """The screen model waits for a pause before it emulates a large burst (``BUSY_QUIET_TIME``,
+    the flood's CPU savings); an agent reading the screen as soon as its command ended must
+    still see the command's last line, not a screen from before its output."""
+    agent = await open_shell("ash")
+    for attempt in range(2):
+        # (the echo of the typed line shows ``$((...))``: only the run shows the number)
+        result = await agent.run_command(f"seq 1 20000; echo last-line-$(({attempt} + 40))", 30)
+        assert result.output.endswith(f"19999\n20000\nlast-line-{attempt + 40}\n")
+        screen = await agent.read_screen()
+        assert f"20000\nlast-line-{attempt + 40}" in screen["text"], screen["text"]
 
 
 class TypedKeys:
