@@ -47,13 +47,16 @@ background() {  # background KEY command...: starts it, `waited KEY` waits for i
   job_pids[$1]=$!
 }
 waited() {  # waited KEY: waits for the job (if it runs), shows its output, returns its status
-  local key=$1 status
+  local key=$1 status began=$SECONDS
   if [ -n "${job_pids[$key]:-}" ]; then
     wait "${job_pids[$key]}" || true
     unset "job_pids[$key]"
   fi
   [ -f "$jobs_dir/$key.status" ] || return 0  # (never started: nothing wanted it)
   cat "$jobs_dir/$key.log"
+  # (What a stage's time holds besides its own work: where a slow run's time went.)
+  echo "($key: took $(cat "$jobs_dir/$key.time" 2>/dev/null || echo '?') s in the background;" \
+    "waited for $((SECONDS - began)) s at $(date -u +%H:%M:%S))"
   status=$(cat "$jobs_dir/$key.status" 2>/dev/null || echo 1)
   [ "$status" -eq 0 ] || echo "($key FAILED)" >&2
   return "$status"
@@ -182,17 +185,21 @@ pytest_stage() {
   local isolation=tests/hub/test_hub_isolation.py
   local lane_log
   lane_log=$(mktemp /tmp/jtt-pytest-lane.XXXXXX)
+  echo "(both lanes start at $(date -u +%H:%M:%S))"
   (
     lane=0
     DOCKER_HOST=unix:///nonexistent/docker.sock "${pytest[@]}" -m "not docker" || lane=1
+    echo "(the engine-free tier ended at $(date -u +%H:%M:%S))"
     if [ -n "$hub_engine" ]; then
       printf '\n== pytest, the Hub tier (-m "hub and docker") on the second engine (%s)\n' "$hub_engine"
       DOCKER_HOST=$hub_engine "${pytest[@]}" -m "hub and docker" --deselect "$isolation" || lane=1
     fi
+    echo "(the second lane ended at $(date -u +%H:%M:%S))"
     exit "$lane"
   ) >"$lane_log" 2>&1 &
   local lane=$!
   "${pytest[@]}" -m "docker and not hub" || status=1
+  echo "(the Docker tier ended at $(date -u +%H:%M:%S))"
   if [ -n "$hub_engine" ]; then
     "${pytest[@]}" -m docker "$isolation" || status=1
   else
@@ -202,6 +209,7 @@ pytest_stage() {
   # own in the table. (The browser test through JupyterHub ran here too once, and its observer
   # dialog timed out beside the other lane's Hub tier: it runs alone, after.)
   if wants acp; then logged acp acp_stage; fi
+  echo "(the first lane ended at $(date -u +%H:%M:%S))"
   wait "$lane" || status=1
   printf '\n== pytest, the engine-free tier (-m "not docker", no engine reachable)\n'
   cat "$lane_log"
