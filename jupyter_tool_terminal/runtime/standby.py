@@ -102,8 +102,9 @@ class StandbyShells(t.Generic[_Channel]):
         self.log = log
         self.idle = idle
         self._shells: dict[Key, _Standby[_Channel]] = {}
-        #: Keys whose pre-started shell could not start or never passed its gate: their
-        #: terminals start as fresh execs (no container is asked again and again).
+        #: Keys whose pre-started shell the engine refused to start: their terminals start
+        #: as fresh execs (no container is asked again and again). One that started and then
+        #: failed its gate (its container restarted) is replaced at the next open.
         self._refused: set[Key] = set()
         #: The kills of those that ended unused (the server's shutdown waits for them).
         self._ending: set[asyncio.Task[None]] = set()
